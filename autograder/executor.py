@@ -1,0 +1,146 @@
+"""Carry out protocol requests against a submission's ``transformer_hw`` package.
+
+This is the only code that touches student objects. It runs wherever the student code runs: in
+the test process for ``pytest tests`` (debugging) and inside the sandboxed worker for graded runs.
+Everything it returns is plain data (see ``autograder.protocol``); any other object stays here in
+the object table and leaves only as a ``HandleRef``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+import sys
+import traceback
+from pathlib import Path
+
+import torch
+
+from autograder.protocol import PACKAGE, ErrorInfo, HandleRef
+
+#: Objects a test may construct that are not part of the student package.
+LIBRARY_CLASSES = {"torch.Generator": torch.Generator}
+
+_SCALARS = (bool, int, float, str, type(None), torch.dtype, torch.device)
+
+
+class Executor:
+    """Holds the objects a test works with and applies one request at a time."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+        self._objects: dict[int, object] = {}
+        self._ids: dict[
+            int, int
+        ] = {}  # id(object) -> handle id, so one object has one handle
+        root_str = str(self.root)
+        if root_str not in sys.path:
+            sys.path.insert(0, root_str)
+        for name in [
+            m for m in sys.modules if m == PACKAGE or m.startswith(PACKAGE + ".")
+        ]:
+            del sys.modules[name]
+
+    def run(
+        self,
+        op: str,
+        target: HandleRef | None,
+        name: str | None,
+        args: tuple,
+        kwargs: dict,
+    ):
+        """Return ``("ok", value)`` or ``("error", ErrorInfo, exception)``."""
+        try:
+            value = self._dispatch(
+                op, target, name, self._inward(args), self._inward(kwargs)
+            )
+            return ("ok", self._outward(value))
+        except (
+            BaseException
+        ) as exc:  # student code may raise anything, SystemExit included
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return ("error", error_info(exc), exc)
+
+    def _dispatch(self, op, target, name, args, kwargs):
+        if op == "call":
+            return self._resolve(name)(*args, **kwargs)
+        if op == "new":
+            return (LIBRARY_CLASSES.get(name) or self._resolve(name))(*args, **kwargs)
+        if op == "seed":
+            (seed,) = args
+            torch.manual_seed(seed)
+            random.seed(seed)
+            return None
+        obj = self._objects[target.id]
+        if op == "method":
+            return getattr(obj, name)(*args, **kwargs)
+        if op == "getattr":
+            return getattr(obj, name)
+        if op == "load_state":
+            return load_state(obj, *args)
+        if op == "state_dict":
+            return dict(obj.state_dict())
+        raise ValueError(f"unknown request {op!r}")
+
+    def _resolve(self, name: str):
+        module_name, _, attr = name.rpartition(".")
+        module = importlib.import_module(f"{PACKAGE}.{module_name}")
+        return getattr(module, attr)
+
+    def _inward(self, value):
+        """Arguments: resolve handles to their objects and give the student copies of tensors."""
+        if isinstance(value, HandleRef):
+            return self._objects[value.id]
+        if isinstance(value, torch.Tensor):
+            return value.detach().clone()
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._inward(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self._inward(v) for k, v in value.items()}
+        return value
+
+    def _outward(self, value):
+        """Results: plain data as it is (tensors detached), anything else behind a handle."""
+        if isinstance(value, torch.Tensor):
+            return value.detach()
+        if isinstance(value, _SCALARS):
+            return value
+        if type(value) in (list, tuple):
+            return type(value)(self._outward(v) for v in value)
+        if type(value) is dict and all(isinstance(k, str) for k in value):
+            return {k: self._outward(v) for k, v in value.items()}
+        key = id(value)
+        if key not in self._ids:
+            self._ids[key] = len(self._objects) + 1
+            self._objects[self._ids[key]] = value
+        return HandleRef(self._ids[key], type(value).__name__)
+
+
+def load_state(module: torch.nn.Module, state: dict) -> None:
+    """Load parameters by the names SPEC.md fixes; every one of them must land somewhere.
+
+    ``strict=False`` because a student may keep extra buffers (a cached mask, say).
+    """
+    missing_here = sorted(set(state) - set(module.state_dict()))
+    if missing_here:
+        raise AttributeError(
+            f"{type(module).__name__} has no parameter named {', '.join(missing_here)} "
+            "(SPEC.md fixes these names)"
+        )
+    module.load_state_dict(state, strict=False)
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """Describe an exception as plain data, with the traceback trimmed to student frames."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    student = [f for f in frames if "/autograder/" not in f.filename.replace("\\", "/")]
+    text = "".join(traceback.format_list(student)) + "".join(
+        traceback.format_exception_only(type(exc), exc)
+    )
+    bases = tuple(
+        c.__name__
+        for c in type(exc).__mro__
+        if c.__module__ == "builtins" and c is not object
+    )
+    return ErrorInfo(type(exc).__name__, str(exc), text, bases)

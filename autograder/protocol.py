@@ -1,0 +1,200 @@
+"""The one way graded tests reach student code.
+
+A test never holds a student object. It talks to a ``Submission`` (the ``hw`` fixture) in
+requests whose arguments and results are *plain data*: tensors, Python scalars and strings,
+``torch.dtype``/``torch.device``, ``None``, and lists, tuples and str-keyed dicts of those. An
+object that is not plain data (a module, a ``KVCache``, a ``torch.Generator``) stays where the
+student code runs and the test gets a ``Handle`` to it. The requests are:
+
+==============  =================================================  ==========================
+request         meaning                                            example
+==============  =================================================  ==========================
+``call``        call a function of the package                     ``hw.call("masks.causal_mask", 3)``
+``new``         construct a class by name (keywords allowed)       ``hw.new("norm.LayerNorm", 8)``
+``method``      call a method of a handle                          ``h.call("append", k, v)``
+``getattr``     read an attribute of a handle                      ``h.attr("length")``
+``load_state``  load named parameters (all must exist)             ``h.load_state(sd)``
+``state_dict``  read the parameters back                           ``h.state_dict()``
+``seed``        seed the student process's RNGs                    ``hw.seed(0)``
+==============  =================================================  ==========================
+
+Names are ``"<module>.<attribute>"`` inside ``transformer_hw``; ``new`` also accepts
+``"torch.Generator"``. Handles may appear anywhere inside arguments (``cache=h``,
+``caches=[h1, h2]``). An exception raised by student code arrives as ``StudentError``, the same
+in every implementation, so tests never depend on where the code ran.
+
+``InProcessSubmission`` runs the student code in the test process (for debugging: tracebacks
+and ``pdb`` work); ``autograder.sandbox`` provides the isolated implementation behind the very
+same interface.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+PACKAGE = "transformer_hw"
+MODULES = ("attention", "masks", "heads", "rope", "norm", "block", "gqa", "charlm")
+
+
+@dataclass(frozen=True)
+class HandleRef:
+    """The plain-data form of a handle: what crosses a process boundary."""
+
+    id: int
+    type_name: str
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """An exception described as plain data."""
+
+    type_name: str
+    message: str
+    traceback: str
+    bases: tuple[str, ...]  # names of the built-in exception classes it derives from
+
+
+class StudentError(Exception):
+    """Student code raised (or failed to import). ``is_a(ValueError)`` checks its kind."""
+
+    def __init__(self, info: ErrorInfo):
+        super().__init__(f"{info.type_name}: {info.message}")
+        self.info = info
+
+    @property
+    def type_name(self) -> str:
+        return self.info.type_name
+
+    @property
+    def message(self) -> str:
+        return self.info.message
+
+    def is_a(self, exc_type: type[BaseException]) -> bool:
+        return exc_type.__name__ in self.info.bases
+
+
+class Handle:
+    """A reference to an object living with the student code; every action goes via the submission."""
+
+    __slots__ = ("_submission", "ref")
+
+    def __init__(self, submission: Submission, ref: HandleRef):
+        self._submission = submission
+        self.ref = ref
+
+    def __repr__(self) -> str:
+        return f"<handle {self.ref.id}: {self.ref.type_name}>"
+
+    def __call__(self, *args, **kwargs):
+        return self._submission.request("method", self, "__call__", *args, **kwargs)
+
+    def call(self, method: str, *args, **kwargs):
+        return self._submission.request("method", self, method, *args, **kwargs)
+
+    def attr(self, name: str):
+        return self._submission.request("getattr", self, name)
+
+    def load_state(self, state: dict[str, torch.Tensor]) -> None:
+        self._submission.request("load_state", self, None, state)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return self._submission.request("state_dict", self, None)
+
+
+class Submission:
+    """Base of every implementation: converts handles and errors around ``_send``."""
+
+    def __init__(self, root: Path | str, device: torch.device | str = "cpu"):
+        self.root = Path(root)
+        self.device = torch.device(device)
+
+    # The public surface used by tests -------------------------------------------------------
+    def call(self, name: str, *args, **kwargs):
+        return self.request("call", None, name, *args, **kwargs)
+
+    def new(self, name: str, *args, **kwargs) -> Handle:
+        handle = self.request("new", None, name, *args, **kwargs)
+        if not isinstance(handle, Handle):
+            raise TypeError(
+                f"constructing {name} gave {type(handle).__name__}, not an object"
+            )
+        return handle
+
+    def seed(self, seed: int) -> None:
+        self.request("seed", None, None, seed)
+
+    def request(
+        self, op: str, target: Handle | None, name: str | None, *args, **kwargs
+    ):
+        ref = target.ref if target is not None else None
+        value = self._send(op, ref, name, _to_refs(args), _to_refs(kwargs))
+        return self._from_refs(value)
+
+    def close(self) -> None:
+        """Release the student process's resources (nothing to do in-process)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # Implementations ------------------------------------------------------------------------
+    def _send(self, op, target, name, args, kwargs):
+        """Carry out one request; return plain data with ``HandleRef``s or raise ``StudentError``."""
+        raise NotImplementedError
+
+    def _from_refs(self, value):
+        if isinstance(value, HandleRef):
+            return Handle(self, value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._from_refs(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self._from_refs(v) for k, v in value.items()}
+        return value
+
+
+def _to_refs(value):
+    if isinstance(value, Handle):
+        return value.ref
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_refs(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_refs(v) for k, v in value.items()}
+    return value
+
+
+class InProcessSubmission(Submission):
+    """Student code in this very process: for debugging, never for grades."""
+
+    def __init__(self, root: Path | str, device: torch.device | str = "cpu"):
+        super().__init__(root, device)
+        from autograder.executor import Executor  # imports torch-side machinery lazily
+
+        self._executor = Executor(self.root)
+
+    def _send(self, op, target, name, args, kwargs):
+        outcome = self._executor.run(op, target, name, args, kwargs)
+        if outcome[0] == "error":
+            raise StudentError(outcome[1]) from outcome[2]
+        return outcome[1]
+
+
+@contextlib.contextmanager
+def expect_student_error(exc_type: type[BaseException] = ValueError):
+    """Context for tests: the block must raise ``StudentError`` of ``exc_type``; yields a box."""
+    box: dict[str, StudentError] = {}
+    try:
+        yield box
+    except StudentError as err:
+        box["error"] = err
+        if not err.is_a(exc_type):
+            raise AssertionError(
+                f"expected {exc_type.__name__}, but the code raised {err.type_name}: {err.message}"
+            ) from None
+    else:
+        raise AssertionError(f"expected {exc_type.__name__}, but nothing was raised")

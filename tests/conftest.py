@@ -1,0 +1,143 @@
+"""The graded suite's pytest plugin: options, grading markers, the ``hw`` fixture.
+
+Every graded test (under ``tests/graded``) carries ``@pytest.mark.points(n)``,
+``@pytest.mark.part(k)`` and exactly one of ``@pytest.mark.public`` / ``@pytest.mark.hidden``;
+collection fails otherwise, and also when a part's test points do not add up to its entry in
+``autograder.points.PARTS``. Tests reach student code only through ``hw`` (see
+``autograder.protocol``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, settings
+
+from autograder.forbidden import scan_package
+from autograder.points import PARTS
+from autograder.protocol import PACKAGE, InProcessSubmission
+
+REPO = Path(__file__).resolve().parent.parent
+GRADED_DIR = Path(__file__).resolve().parent / "graded"
+
+settings.register_profile(
+    "grading",
+    derandomize=True,
+    deadline=None,
+    database=None,
+    print_blob=False,
+    suppress_health_check=list(HealthCheck),
+)
+settings.load_profile("grading")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("autograder")
+    group.addoption(
+        "--submission",
+        default=str(REPO / "solutions"),
+        help="folder holding transformer_hw/ to grade (default: the reference solutions)",
+    )
+    group.addoption(
+        "--device",
+        default="cpu",
+        help="cpu, cuda or auto (cuda when available); default cpu",
+    )
+    group.addoption(
+        "--isolate",
+        action="store_true",
+        help="run the student code in the sandboxed worker, as `autograder grade` does",
+    )
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "points(n): points a graded test is worth")
+    config.addinivalue_line(
+        "markers", "part(k): the SPEC.md part (1-7) a graded test belongs to"
+    )
+    config.addinivalue_line("markers", "public: a graded test students see and run")
+    config.addinivalue_line("markers", "hidden: a graded test only the grader runs")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
+def grading_marks(item) -> tuple[int, int, str] | None:
+    """(points, part, visibility) of a graded test, or None for the engine's own tests."""
+    if GRADED_DIR not in Path(item.fspath).resolve().parents:
+        return None
+    points, part = item.get_closest_marker("points"), item.get_closest_marker("part")
+    visibility = [v for v in ("public", "hidden") if item.get_closest_marker(v)]
+    if points is None or part is None or len(visibility) != 1:
+        raise pytest.UsageError(
+            f"{item.nodeid}: graded tests need points, part and one visibility"
+        )
+    return points.args[0], part.args[0], visibility[0]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    totals = dict.fromkeys(PARTS, 0)
+    graded = [marks for item in items if (marks := grading_marks(item))]
+    for points, part, _ in graded:
+        totals[part] += points
+    whole_suite = {Path(i.fspath).name for i in items} >= {
+        p.name for p in GRADED_DIR.glob("test_*.py")
+    }
+    if (
+        graded
+        and whole_suite
+        and not config.option.keyword
+        and not config.option.markexpr
+    ):
+        wrong = {k: v for k, v in totals.items() if v != PARTS[k].points}
+        if wrong:
+            raise pytest.UsageError(
+                f"test points per part {wrong} differ from autograder.points"
+            )
+
+
+@pytest.fixture(scope="session")
+def device(request) -> torch.device:
+    name = request.config.getoption("--device")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise pytest.UsageError("--device cuda, but torch sees no CUDA device")
+    return torch.device(name)
+
+
+@pytest.fixture(scope="session")
+def hw(request, device):
+    """The submission under test: the only way tests reach student code."""
+    root = Path(request.config.getoption("--submission")).resolve()
+    if not (root / PACKAGE).is_dir():
+        raise pytest.UsageError(f"--submission {root}: no {PACKAGE}/ folder there")
+    if request.config.getoption("--isolate"):
+        from autograder.sandbox import IsolatedSubmission
+
+        submission = IsolatedSubmission(root, device)
+    else:
+        submission = InProcessSubmission(root, device)
+    with submission:
+        yield submission
+
+
+@pytest.fixture(scope="session")
+def violations(hw):
+    """Forbidden calls in the submission, by part."""
+    by_part: dict[int, list[str]] = {}
+    for v in scan_package(hw.root / PACKAGE):
+        by_part.setdefault(v.part, []).append(v.describe())
+    return by_part
+
+
+@pytest.fixture(autouse=True)
+def _forbidden_calls_gate(request):
+    """A forbidden call in a part's files fails every test of that part, naming the call."""
+    marks = grading_marks(request.node)
+    if marks is None:
+        return
+    found = request.getfixturevalue("violations").get(marks[1])
+    if found:
+        pytest.fail("forbidden call: " + "; ".join(found), pytrace=False)

@@ -1,0 +1,133 @@
+"""Tolerances and tensor comparison for the graded suite: the one place they live.
+
+Why these numbers. Expected values are computed in float64 by an independent oracle (torch's
+own layer or a direct formula) and compared with the student's result in the student's dtype.
+Correct code in any style (einsum, complex RoPE, ``torch.where``) differs from the oracle only by
+rounding, which for the small shapes of this suite (width <= 64, values O(1)) stays below about
+1e-14 in float64 and 1e-6 in float32. The tolerances leave a margin of roughly 100x over that
+and stay far below the effect of any real bug (1e-4 and up; subtle ones such as ``eps`` outside
+the square root are tested in float64, where they show at 1e-6):
+
+* float64: ``rtol = atol = 1e-10``;
+* float32: ``rtol = atol = 1e-5`` (about 100 units in the last place).
+
+"Exactly" in SPEC.md means ``torch.equal``: ``assert_exact``.
+
+A failing comparison reports the size and place of the largest error, never the expected
+values (hidden tests must not leak them). ``likely`` maps a known mistake to what that mistake
+would produce; when the student's result matches one, the message names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+
+LIKELY = "Likely mistake:"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+
+
+TOLERANCES = {
+    torch.float64: Tolerance(rtol=1e-10, atol=1e-10),
+    torch.float32: Tolerance(rtol=1e-5, atol=1e-5),
+}
+
+Suspects = Mapping[str, "torch.Tensor | Callable[[], torch.Tensor]"]
+
+
+def tolerance(dtype: torch.dtype) -> Tolerance:
+    return TOLERANCES[dtype]
+
+
+def check_tensor(actual, expected: torch.Tensor, what: str) -> None:
+    """A plain tensor of the expected shape, dtype and device (the preconditions of a comparison)."""
+    if type(actual) is not torch.Tensor:
+        raise AssertionError(
+            f"{what} should be a torch.Tensor, got {type(actual).__name__}"
+        )
+    if actual.shape != expected.shape:
+        raise AssertionError(
+            f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+        )
+    if actual.dtype != expected.dtype:
+        raise AssertionError(
+            f"{what} has dtype {actual.dtype}, expected {expected.dtype}"
+        )
+    if actual.device.type != expected.device.type:
+        raise AssertionError(
+            f"{what} is on {actual.device}, expected {expected.device}"
+        )
+
+
+def is_close(actual: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Within the tolerance of ``expected``'s dtype; NaN matches nothing, infinities must agree."""
+    tol = (
+        tolerance(expected.dtype)
+        if expected.is_floating_point()
+        else Tolerance(0.0, 0.0)
+    )
+    a, e = actual.double(), expected.double()
+    if a.shape != e.shape or torch.isnan(a).any():
+        return False
+    return bool(torch.isclose(a, e, rtol=tol.rtol, atol=tol.atol).all())
+
+
+def assert_close(
+    actual, expected: torch.Tensor, what: str, likely: Suspects = ()
+) -> None:
+    """``actual`` equals ``expected`` within the dtype's tolerance, or a helpful failure."""
+    check_tensor(actual, expected, what)
+    if is_close(actual, expected):
+        return
+    if torch.isnan(actual).any():
+        problem = f"{what} contains NaN"
+    elif torch.isinf(actual).any() and not torch.isinf(expected).any():
+        problem = f"{what} contains inf"
+    else:
+        err = (actual.double() - expected.double()).abs()
+        err = torch.nan_to_num(err, nan=float("inf"))
+        where = tuple(int(i) for i in torch.unravel_index(err.argmax(), err.shape))
+        tol = (
+            tolerance(expected.dtype)
+            if expected.is_floating_point()
+            else Tolerance(0, 0)
+        )
+        problem = (
+            f"{what} is wrong: largest error {err.max().item():.3g} at index {where} "
+            f"(tolerance rtol={tol.rtol:g}, atol={tol.atol:g} for {expected.dtype})"
+        )
+    raise AssertionError(problem + diagnosis(actual, likely))
+
+
+def assert_exact(
+    actual, expected: torch.Tensor, what: str, likely: Suspects = ()
+) -> None:
+    """Bitwise equality (``torch.equal``), as SPEC.md's "exactly"."""
+    check_tensor(actual, expected, what)
+    if torch.equal(actual, expected):
+        return
+    differ = (actual != expected) & ~(torch.isnan(actual) & torch.isnan(expected))
+    count = int(differ.sum())
+    where = tuple(
+        int(i) for i in torch.unravel_index(differ.double().argmax(), differ.shape)
+    )
+    raise AssertionError(
+        f"{what} should be exactly right, but {count} of {actual.numel()} entries differ "
+        f"(first at index {where})" + diagnosis(actual, likely)
+    )
+
+
+def diagnosis(actual: torch.Tensor, likely: Suspects) -> str:
+    """`` Likely mistake: ...`` when ``actual`` matches what a known mistake produces."""
+    for mistake, suspect in dict(likely).items():
+        value = suspect() if callable(suspect) else suspect
+        if value is not None and is_close(actual, value.to(actual.dtype)):
+            return f"\n{LIKELY} {mistake}"
+    return ""
