@@ -24,7 +24,9 @@ PARTS = {
         Part(
             5, "Normalization and residual blocks", ("norm.py", "block.py"), (1, 3), 14
         ),
-        Part(6, "Grouped-query attention and the KV cache", ("gqa.py",), (1, 2, 4), 14),
+        Part(
+            6, "Grouped-query attention and the KV cache", ("gqa.py",), (1, 2, 3, 4), 14
+        ),
         Part(7, "Character-level language model", ("charlm.py",), (1, 2, 3, 5, 6), 20),
     )
 }

@@ -1,0 +1,91 @@
+"""Part 6: grouped-query attention (GQA) with RoPE and a preallocated KV cache.
+
+Forbidden here: any library softmax or attention, as in part 1.
+"""
+
+import torch
+from torch import nn
+
+from transformer_hw.attention import scaled_dot_product_attention
+from transformer_hw.heads import merge_heads, split_heads
+from transformer_hw.masks import causal_mask
+from transformer_hw.rope import apply_rope
+
+
+def kv_cache_numel(
+    batch: int, n_layers: int, seq_len: int, n_kv_heads: int, d_head: int
+) -> int:
+    """Elements a KV cache holds: ``2 * B * L * T * h_kv * d_h`` (keys AND values)."""
+    # TODO: count the elements of the keys and the values of every layer.
+    raise NotImplementedError("TODO: kv_cache_numel")
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """``(B, h_kv, T, d) -> (B, h_kv * n_rep, T, d)``: query head ``j`` uses kv head ``j // n_rep``.
+
+    Each kv head is repeated ``n_rep`` times consecutively (``[k0, k0, k1, k1]``), NOT the whole
+    stack tiled (``[k0, k1, k0, k1]``).
+
+    Raises:
+        ValueError: ``x`` is not 4-D or ``n_rep`` is below 1.
+    """
+    # TODO: repeat each kv head n_rep times next to itself.
+    raise NotImplementedError("TODO: repeat_kv")
+
+
+class KVCache:
+    """Preallocated keys and values, ``k`` and ``v`` of shape ``(B, h_kv, max_len, d_head)``.
+
+    ``length`` counts the positions written so far. It stores ``h_kv`` heads, never ``h_q``.
+    The caller picks ``device`` and ``dtype``.
+    """
+
+    def __init__(
+        self, batch, n_kv_heads, max_len, d_head, device=None, dtype=torch.float32
+    ):
+        # TODO: allocate k and v, set length to 0.
+        raise NotImplementedError("TODO: KVCache.__init__")
+
+    def append(self, k_new: torch.Tensor, v_new: torch.Tensor):
+        """Write ``(B, h_kv, t, d_head)`` keys and values at ``length``; return the first
+        ``length + t`` positions of ``k`` and ``v``.
+
+        Raises:
+            ValueError: shapes other than ``(B, h_kv, t, d_head)``, another dtype or device,
+                or more than ``max_len`` positions in all (then nothing is written).
+        """
+        # TODO: validate, write at length, advance length, return the filled prefix.
+        raise NotImplementedError("TODO: KVCache.append")
+
+    def reset(self) -> None:
+        """Forget everything cached (``length = 0``)."""
+        # TODO: empty the cache.
+        raise NotImplementedError("TODO: KVCache.reset")
+
+
+class GroupedQueryAttention(nn.Module):
+    """Causal self-attention with ``n_kv_heads`` key/value heads shared by ``n_heads`` query heads.
+
+    ``d_h = d_model // n_heads``; ``q_proj: D -> h*d_h``, ``k_proj`` and ``v_proj: D -> h_kv*d_h``,
+    ``out_proj: h*d_h -> D``, all without bias. RoPE (part 4) is applied to q and k at their
+    absolute positions (``cache.length + arange(T)`` with a cache). ``n_kv_heads == n_heads`` is
+    multi-head attention; ``n_kv_heads == 1`` is multi-query attention.
+
+    Raises:
+        ValueError: ``n_heads % n_kv_heads != 0``, ``d_model % n_heads != 0``, or odd ``d_h``.
+    """
+
+    def __init__(
+        self, d_model: int, n_heads: int, n_kv_heads: int, rope_base: float = 10000.0
+    ):
+        super().__init__()
+        # TODO: check the sizes, store the attributes, create the four projections.
+        raise NotImplementedError("TODO: GroupedQueryAttention.__init__")
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """``x (B, T, D) -> (B, T, D)``; with a ``cache`` the rotated k and v are appended and
+        the queries attend over the whole cache. Token-by-token decoding with a cache equals
+        one full causal pass."""
+        # TODO: project, split heads, RoPE at absolute positions, (cache), repeat kv heads,
+        # causal attention, merge heads, project out.
+        raise NotImplementedError("TODO: GroupedQueryAttention.forward")
