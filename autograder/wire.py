@@ -1,0 +1,233 @@
+"""A safe encoding of the protocol's plain data, for the channel to the sandboxed worker.
+
+The worker runs student code, so whatever it sends is untrusted: no pickle here. A message is a
+JSON header that describes the value plus the raw bytes of its tensors. Decoding checks every
+type, shape and size against the header and rebuilds tensors as plain ``torch.Tensor`` from a
+copy of the bytes, so nothing the student built (a subclass, an object with odd methods) can
+reach the grading process.
+
+Frame layout: ``!Q`` total length, ``!I`` header length, the header, then the tensor buffers
+back to back in header order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import struct
+
+import torch
+
+from autograder.protocol import ErrorInfo, HandleRef
+
+#: Largest frame either side accepts (tensors of the graded suite are tiny; a char-LM
+#: state dict is a few MB).
+MAX_MESSAGE = 512 * 1024 * 1024
+MAX_DEPTH = 64
+
+DTYPES = {
+    str(d).removeprefix("torch."): d
+    for d in (
+        torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
+        torch.complex128, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+        torch.bool,
+    )
+}  # fmt: skip
+DEVICE_TYPES = ("cpu", "cuda")
+
+_FRAME = struct.Struct("!QI")
+
+
+class WireError(ValueError):
+    """A message that does not describe plain protocol data."""
+
+
+def encode(value) -> tuple[bytes, list[memoryview]]:
+    """Return ``(header, buffers)`` for ``value``; raise ``WireError`` on anything not plain."""
+    buffers: list[memoryview] = []
+    tree = _encode(value, buffers, 0)
+    header = json.dumps(tree, separators=(",", ":"), allow_nan=True).encode()
+    return header, buffers
+
+
+def _encode(value, buffers, depth):
+    if depth > MAX_DEPTH:
+        raise WireError("value nested too deeply")
+    if value is None or type(value) in (bool, int, str):
+        return value
+    if type(value) is float:
+        return value if math.isfinite(value) else {"f": repr(value)}
+    if isinstance(value, torch.Tensor):
+        return {"T": _encode_tensor(value, buffers)}
+    if isinstance(value, torch.dtype):
+        return {"dt": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.device):
+        return {"dv": str(value)}
+    if type(value) is list:
+        return [_encode(v, buffers, depth + 1) for v in value]
+    if type(value) is tuple:
+        return {"t": [_encode(v, buffers, depth + 1) for v in value]}
+    if type(value) is dict:
+        if not all(type(k) is str for k in value):
+            raise WireError("dict keys must be str")
+        return {"d": {k: _encode(v, buffers, depth + 1) for k, v in value.items()}}
+    if type(value) is HandleRef:
+        return {"h": [value.id, value.type_name]}
+    if type(value) is ErrorInfo:
+        return {
+            "e": [value.type_name, value.message, value.traceback, list(value.bases)]
+        }
+    raise WireError(f"cannot send a {type(value).__name__}")
+
+
+def _encode_tensor(t: torch.Tensor, buffers) -> list:
+    dtype = str(t.dtype).removeprefix("torch.")
+    if (
+        dtype not in DTYPES
+        or t.device.type not in DEVICE_TYPES
+        or t.layout != torch.strided
+    ):
+        raise WireError(f"cannot send a tensor of {t.dtype} on {t.device} ({t.layout})")
+    flat = torch.Tensor.contiguous(t.detach().to("cpu")).reshape(-1)
+    if flat.dtype == torch.bool:
+        flat = flat.view(torch.uint8)
+    raw = flat.view(torch.uint8).numpy() if flat.numel() else b""
+    buffers.append(memoryview(raw).cast("B"))
+    return [dtype, list(t.shape), t.device.type]
+
+
+def decode(header: bytes, payload: memoryview, device: torch.device):
+    """Rebuild a value from ``header`` and the tensor bytes in ``payload``.
+
+    Tensors recorded on a CUDA device are placed on ``device`` (the receiver's own); the rest
+    stay on the CPU.
+    """
+    try:
+        tree = json.loads(header)
+    except (ValueError, RecursionError) as exc:
+        raise WireError(f"bad header: {exc}") from None
+    cursor = [0]
+    value = _decode(tree, payload, cursor, device, 0)
+    if cursor[0] != len(payload):
+        raise WireError("unused bytes after the tensors")
+    return value
+
+
+def _decode(node, payload, cursor, device, depth):
+    if depth > MAX_DEPTH:
+        raise WireError("value nested too deeply")
+    if node is None or type(node) in (bool, int, float, str):
+        return node
+    if type(node) is list:
+        return [_decode(v, payload, cursor, device, depth + 1) for v in node]
+    if type(node) is not dict or len(node) != 1:
+        raise WireError("malformed value")
+    ((tag, body),) = node.items()
+    if tag == "f" and body in ("inf", "-inf", "nan"):
+        return float(body)
+    if tag == "T" and type(body) is list and len(body) == 3:
+        return _decode_tensor(body, payload, cursor, device)
+    if tag == "dt" and body in DTYPES:
+        return DTYPES[body]
+    if tag == "dv" and type(body) is str:
+        try:
+            dev = torch.device(body)
+        except RuntimeError:
+            raise WireError(f"bad device {body!r}") from None
+        if dev.type not in DEVICE_TYPES:
+            raise WireError(f"bad device {body!r}")
+        return dev
+    if tag == "t" and type(body) is list:
+        return tuple(_decode(v, payload, cursor, device, depth + 1) for v in body)
+    if tag == "d" and type(body) is dict:
+        return {
+            k: _decode(v, payload, cursor, device, depth + 1) for k, v in body.items()
+        }
+    if tag == "h" and _typed(body, (int, str)):
+        return HandleRef(body[0], body[1])
+    if (
+        tag == "e"
+        and _typed(body, (str, str, str, list))
+        and all(type(b) is str for b in body[3])
+    ):
+        return ErrorInfo(body[0], body[1], body[2], tuple(body[3]))
+    raise WireError(f"malformed value tagged {tag!r}")
+
+
+def _typed(body, types) -> bool:
+    return (
+        type(body) is list
+        and len(body) == len(types)
+        and all(type(b) is t for b, t in zip(body, types, strict=True))
+    )
+
+
+def _decode_tensor(body, payload, cursor, device):
+    dtype_name, shape, device_type = body
+    if (
+        dtype_name not in DTYPES
+        or device_type not in DEVICE_TYPES
+        or type(shape) is not list
+    ):
+        raise WireError("malformed tensor")
+    if len(shape) > MAX_DEPTH or not all(type(n) is int and n >= 0 for n in shape):
+        raise WireError("malformed tensor shape")
+    dtype = DTYPES[dtype_name]
+    numel = math.prod(shape)
+    nbytes = numel * torch.empty((), dtype=dtype).element_size()
+    start = cursor[0]
+    if nbytes > len(payload) - start:
+        raise WireError("tensor larger than the message")
+    cursor[0] = start + nbytes
+    if numel == 0:
+        tensor = torch.empty(shape, dtype=dtype)
+    else:
+        raw = bytearray(payload[start : start + nbytes])
+        if dtype == torch.bool:
+            tensor = torch.frombuffer(raw, dtype=torch.uint8).ne(0)
+        else:
+            tensor = torch.frombuffer(raw, dtype=dtype)
+        tensor = tensor.reshape(shape)
+    if device_type == "cuda":
+        tensor = tensor.to(device if device.type == "cuda" else "cuda")
+    return tensor
+
+
+# Framing over a stream socket ------------------------------------------------------------------
+
+
+def send(sock: socket.socket, value) -> None:
+    """Write one framed message."""
+    header, buffers = encode(value)
+    total = _FRAME.size + len(header) + sum(b.nbytes for b in buffers)
+    if total > MAX_MESSAGE:
+        raise WireError(
+            f"message of {total} bytes exceeds the {MAX_MESSAGE}-byte limit"
+        )
+    sock.sendall(_FRAME.pack(total, len(header)) + header)
+    for buf in buffers:
+        if buf.nbytes:
+            sock.sendall(buf)
+
+
+def recv(sock: socket.socket, device: torch.device, limit: int = MAX_MESSAGE):
+    """Read one framed message; ``EOFError`` when the peer closed, ``WireError`` when malformed."""
+    head = _recv_exactly(sock, _FRAME.size)
+    total, header_len = _FRAME.unpack(head)
+    if total > limit or header_len > total - _FRAME.size:
+        raise WireError(f"message of {total} bytes refused (limit {limit})")
+    body = memoryview(_recv_exactly(sock, total - _FRAME.size))
+    return decode(body[:header_len].tobytes(), body[header_len:], device)
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if k == 0:
+            raise EOFError("connection closed")
+        got += k
+    return buf
