@@ -9,6 +9,7 @@ imports stay as they are.
 from __future__ import annotations
 
 import ast
+import zipfile
 from pathlib import Path
 
 from autograder.protocol import PACKAGE
@@ -93,3 +94,110 @@ def write_assignments(
         path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
+
+
+# The student handout ---------------------------------------------------------------------------
+
+#: What the handout carries besides the stubs: the public tests with the machinery they need to
+#: run in-process (``autograder check``). The sandbox, the reports and the bug zoo stay home.
+HANDOUT_FILES = (
+    "pyproject.toml",
+    "autograder/__init__.py",
+    "autograder/__main__.py",
+    "autograder/cli.py",
+    "autograder/check.py",
+    "autograder/executor.py",
+    "autograder/forbidden.py",
+    "autograder/points.py",
+    "autograder/protocol.py",
+    "tests/__init__.py",
+    "tests/conftest.py",
+    "tests/graded/__init__.py",
+    "tests/graded/compare.py",
+    "tests/graded/strategies.py",
+)
+HANDOUT_DIRS = ("data",)
+
+
+def strip_hidden_tests(source: str, filename: str = "<tests>") -> str:
+    """A test module without its ``@pytest.mark.hidden`` tests (decorators included)."""
+    tree = ast.parse(source, filename)
+    drop: set[int] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and any(
+            ast.unparse(d).startswith("pytest.mark.hidden") for d in node.decorator_list
+        ):
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            drop.update(range(first, node.end_lineno + 1))
+    lines = source.splitlines(keepends=True)
+    kept = "".join(line for n, line in enumerate(lines, start=1) if n not in drop)
+    return kept
+
+
+def solution_lines(solutions: Path = SOLUTIONS) -> set[str]:
+    """The distinctive lines of every solution block, to prove a release does not contain them."""
+    found = set()
+    for path in solutions.glob("*.py"):
+        inside = False
+        for line in path.read_text(encoding="utf-8").splitlines():
+            marker = line.strip()
+            if marker in (BEGIN, END):
+                inside = marker == BEGIN
+            elif inside and len(marker) >= 24 and not marker.startswith("#"):
+                found.add(marker)
+    return found
+
+
+def find_leaks(root: Path, solutions: Path = SOLUTIONS) -> list[str]:
+    """``file: line`` for every solution line found under ``root``."""
+    secret = solution_lines(solutions)
+    leaks = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        leaks += [
+            f"{path.relative_to(root)}: {line}" for line in secret if line in text
+        ]
+        if "### BEGIN SOLUTION" in text or "@pytest.mark.hidden" in text:
+            leaks.append(f"{path.relative_to(root)}: solution marker or hidden test")
+    return leaks
+
+
+def build_handout(out: Path, repo: Path = REPO) -> Path:
+    """Write the student handout to ``out`` and ``out.zip``; refuse if anything leaks."""
+    if out.exists() and any(out.iterdir()):
+        raise ReleaseError(f"{out} exists and is not empty")
+    write_assignments(out / "assignments" / PACKAGE, repo / "solutions" / PACKAGE)
+    for name in HANDOUT_FILES:
+        _copy(repo / name, out / name)
+    for folder in HANDOUT_DIRS:
+        for path in sorted((repo / folder).rglob("*")):
+            if path.is_file():
+                _copy(path, out / path.relative_to(repo))
+    for path in sorted((repo / "tests" / "graded").glob("test_part*.py")):
+        public = strip_hidden_tests(path.read_text(encoding="utf-8"), path.name)
+        _write(out / "tests" / "graded" / path.name, public)
+    leaks = find_leaks(out, repo / "solutions" / PACKAGE)
+    if leaks:
+        raise ReleaseError("the handout would leak: " + "; ".join(leaks))
+    return _zip_folder(out, out.with_suffix(".zip"))
+
+
+def _copy(src: Path, dst: Path) -> None:
+    _write(dst, src.read_text(encoding="utf-8"))
+
+
+def _write(dst: Path, text: str) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_text(text, encoding="utf-8")
+
+
+def _zip_folder(folder: Path, zip_path: Path) -> Path:
+    """A reproducible zip (sorted names, fixed timestamps) of ``folder``."""
+    with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            info = zipfile.ZipInfo(
+                str(path.relative_to(folder.parent)), (2020, 1, 1, 0, 0, 0)
+            )
+            info.external_attr = (path.stat().st_mode & 0o777) << 16
+            archive.writestr(info, path.read_bytes(), zipfile.ZIP_DEFLATED)
+    return zip_path

@@ -21,6 +21,10 @@ from autograder.protocol import PACKAGE, InProcessSubmission
 
 REPO = Path(__file__).resolve().parent.parent
 GRADED_DIR = Path(__file__).resolve().parent / "graded"
+DEFAULT_SUBMISSION = next(
+    (REPO / name for name in ("solutions", "assignments") if (REPO / name).is_dir()),
+    REPO,
+)
 
 settings.register_profile(
     "grading",
@@ -37,8 +41,9 @@ def pytest_addoption(parser):
     group = parser.getgroup("autograder")
     group.addoption(
         "--submission",
-        default=str(REPO / "solutions"),
-        help="folder holding transformer_hw/ to grade (default: the reference solutions)",
+        default=str(DEFAULT_SUBMISSION),
+        help="folder holding transformer_hw/ to grade (default: solutions/, in a student "
+        "handout assignments/)",
     )
     group.addoption(
         "--device",

@@ -1,0 +1,1 @@
+"""The grading engine for the transformer_hw assignment (see AUTOGRADER.md)."""
