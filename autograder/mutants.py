@@ -1,0 +1,431 @@
+"""The bug zoo: realistic wrong solutions, each the reference with one exact, asserted edit.
+
+Every mutant names the part it breaks and a phrase its feedback must carry (the targeted
+diagnosis). ``apply`` refuses an edit whose text does not occur exactly once, so a mutant can
+never silently equal the reference. This module quotes reference code: it stays out of every
+handout and Gradescope zip.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.protocol import PACKAGE
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str
+    edits: tuple[tuple[str, str], ...]  # (exact reference text, replacement)
+    part: int  # the part whose own code it breaks
+    diagnosis: str  # must appear (case-insensitively) in that part's feedback
+
+
+class MutantError(ValueError):
+    """An edit that does not apply exactly once: the catalogue and the reference drifted."""
+
+
+def single(name, file, old, new, part, diagnosis) -> Mutant:
+    """A mutant made of one edit."""
+    return Mutant(name, file, ((old, new),), part, diagnosis)
+
+
+CATALOGUE: tuple[Mutant, ...] = (
+    # Part 1 -----------------------------------------------------------------------------------
+    Mutant(
+        "mask-after-softmax",
+        "attention.py",
+        (
+            (
+                """        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(mask, float("-inf"))
+        else:
+            scores = scores + mask
+    if torch.isneginf(scores).all(dim=-1).any():
+        raise ValueError("mask prohibits every key for at least one query row")
+    weights = softmax(scores, dim=-1)  # (..., Tq, Tk)
+""",
+                """        prohibited = mask if mask.dtype == torch.bool else torch.isneginf(mask)
+        if prohibited.expand(scores.shape).all(dim=-1).any():
+            raise ValueError("mask prohibits every key for at least one query row")
+        scores = scores.masked_fill(prohibited, 0.0)
+    weights = softmax(scores, dim=-1)  # (..., Tq, Tk)
+    if mask is not None:
+        weights = weights.masked_fill(prohibited, 0.0)
+""",
+            ),
+        ),
+        1,
+        "after the softmax",
+    ),
+    single("no-scale", "attention.py", " / math.sqrt(q.shape[-1])", "", 1, "scale"),
+    single(
+        "scale-by-d_k",
+        "attention.py",
+        "math.sqrt(q.shape[-1])",
+        "q.shape[-1]",
+        1,
+        "d_k",
+    ),
+    single(
+        "scale-by-sqrt-d_v",
+        "attention.py",
+        "math.sqrt(q.shape[-1])",
+        "math.sqrt(v.shape[-1])",
+        1,
+        "d_v",
+    ),
+    single(
+        "softmax-wrong-axis",
+        "attention.py",
+        "weights = softmax(scores, dim=-1)",
+        "weights = softmax(scores, dim=-2)",
+        1,
+        "axis",
+    ),
+    single(
+        "softmax-no-max", "attention.py", "torch.exp(x - top)", "torch.exp(x)", 1, "max"
+    ),
+    single(
+        "inverted-bool-mask",
+        "attention.py",
+        'scores.masked_fill(mask, float("-inf"))',
+        'scores.masked_fill(~mask, float("-inf"))',
+        1,
+        "invert",
+    ),
+    Mutant(
+        "fully-masked-row-nan",
+        "attention.py",
+        (
+            (
+                """    if torch.isneginf(top).any():
+        raise ValueError(
+            f"softmax: x has a slice along dim={dim} that is entirely -inf"
+        )
+""",
+                "",
+            ),
+            (
+                """    if torch.isneginf(scores).all(dim=-1).any():
+        raise ValueError("mask prohibits every key for at least one query row")
+""",
+                "",
+            ),
+        ),
+        1,
+        "NaN",
+    ),
+    # Part 2 -----------------------------------------------------------------------------------
+    single(
+        "causal-hides-diagonal",
+        "masks.py",
+        "key_pos > query_pos",
+        "key_pos >= query_pos",
+        2,
+        "diagonal",
+    ),
+    single(
+        "causal-ignores-offset",
+        "masks.py",
+        "[:, None] + (t_k - t_q)",
+        "[:, None]",
+        2,
+        "offset",
+    ),
+    single(
+        "padding-off-by-one",
+        "masks.py",
+        "positions >= lengths[:, None]",
+        "positions > lengths[:, None]",
+        2,
+        "off by one",
+    ),
+    # Part 3 -----------------------------------------------------------------------------------
+    single(
+        "split-heads-no-transpose",
+        "heads.py",
+        """    x = x.reshape(batch, t, n_heads, d_model // n_heads)  # (B, T, h, d_h)
+    return x.transpose(1, 2)  # (B, h, T, d_h)""",
+        "    return x.reshape(batch, n_heads, t, d_model // n_heads)",
+        3,
+        "transpose",
+    ),
+    single(
+        "merge-heads-no-transpose",
+        "heads.py",
+        "return x.transpose(1, 2).reshape(batch, t, n_heads * d_head)",
+        "return x.reshape(batch, t, n_heads * d_head)",
+        3,
+        "transpose",
+    ),
+    single(
+        "mha-scale-by-d_model",
+        "heads.py",
+        "out, _ = scaled_dot_product_attention(q, k, v, mask)",
+        "out, _ = scaled_dot_product_attention(q / self.n_heads**0.5, k, v, mask)",
+        3,
+        "d_model",
+    ),
+    single(
+        "cross-attention-from-x",
+        "heads.py",
+        "source = x if context is None else context",
+        "source = x",
+        3,
+        "context",
+    ),
+    # Part 4 -----------------------------------------------------------------------------------
+    single(
+        "rope-half-split",
+        "rope.py",
+        """    a, b = x[..., 0::2], x[..., 1::2]  # (..., T, d_head/2) each
+    rotated = torch.stack(
+        (a * cos - b * sin, a * sin + b * cos), dim=-1
+    )  # (..., T, d/2, 2)
+    return rotated.flatten(-2)  # (..., T, d_head)""",
+        """    half = x.shape[-1] // 2
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)""",
+        4,
+        "half",
+    ),
+    single(
+        "rope-wrong-direction",
+        "rope.py",
+        "(a * cos - b * sin, a * sin + b * cos)",
+        "(a * cos + b * sin, -a * sin + b * cos)",
+        4,
+        "direction",
+    ),
+    single(
+        "rope-frequency-without-2",
+        "rope.py",
+        "base ** (-2.0 * pair / d_head)",
+        "base ** (-pair / d_head)",
+        4,
+        "frequenc",
+    ),
+    single(
+        "rope-ignores-positions",
+        "rope.py",
+        "angles = rope_angles(positions, x.shape[-1]",
+        "angles = rope_angles(torch.arange(t, device=x.device), x.shape[-1]",
+        4,
+        "positions",
+    ),
+    # Part 5 -----------------------------------------------------------------------------------
+    single(
+        "layernorm-unbiased-variance",
+        "norm.py",
+        "var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased",
+        "var = x.var(dim=-1, keepdim=True, correction=1)",
+        5,
+        "unbiased",
+    ),
+    single(
+        "layernorm-eps-outside-sqrt",
+        "norm.py",
+        "(x - mean) / torch.sqrt(var + self.eps)",
+        "(x - mean) / (torch.sqrt(var) + self.eps)",
+        5,
+        "eps",
+    ),
+    single(
+        "rmsnorm-subtracts-mean",
+        "norm.py",
+        "        rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True) + self.eps)\n",
+        "        x = x - x.mean(dim=-1, keepdim=True)\n"
+        "        rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True) + self.eps)\n",
+        5,
+        "mean",
+    ),
+    single(
+        "residual-adds-normalized",
+        "block.py",
+        "        h = x + self.attn(self.ln1(x), mask=mask, cache=cache)\n",
+        "        x = self.ln1(x)\n        h = x + self.attn(x, mask=mask, cache=cache)\n",
+        5,
+        "normalized",
+    ),
+    single(
+        "pre-post-norm-swapped",
+        "block.py",
+        """        h = x + self.attn(self.ln1(x), mask=mask, cache=cache)
+        return h + self.ffn(self.ln2(h))""",
+        """        h = self.ln1(x + self.attn(x, mask=mask, cache=cache))
+        return self.ln2(h + self.ffn(h))""",
+        5,
+        "post",
+    ),
+    # Part 6 -----------------------------------------------------------------------------------
+    single(
+        "repeat-kv-tiled",
+        "gqa.py",
+        "x = x[:, :, None].expand(batch, n_kv, n_rep, t, d)",
+        "x = x[:, None].expand(batch, n_rep, n_kv, t, d)",
+        6,
+        "interleav",
+    ),
+    single(
+        "kv-numel-without-2",
+        "gqa.py",
+        "return 2 * batch * n_layers",
+        "return batch * n_layers",
+        6,
+        "2",
+    ),
+    single(
+        "kv-numel-counts-bytes",
+        "gqa.py",
+        "return 2 * batch * n_layers * seq_len * n_kv_heads * d_head",
+        "return 2 * batch * n_layers * seq_len * n_kv_heads * d_head * 4",
+        6,
+        "bytes",
+    ),
+    single(
+        "cache-stores-query-heads",
+        "gqa.py",
+        """        if cache is not None:
+            k, v = cache.append(k, v)  # (B, h_kv, start + T, d_h)
+        n_rep = self.n_heads // self.n_kv_heads""",
+        """        n_rep = self.n_heads // self.n_kv_heads
+        if cache is not None:
+            k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)
+            n_rep = 1
+            k, v = cache.append(k, v)""",
+        6,
+        "h_kv",
+    ),
+    single(
+        "cache-overflow-writes-partially",
+        "gqa.py",
+        """        t = k_new.shape[2]
+        if self.length + t > self.max_len:""",
+        """        t = k_new.shape[2]
+        room = self.max_len - self.length
+        self.k[:, :, self.length : self.length + t] = k_new[:, :, :room]
+        self.v[:, :, self.length : self.length + t] = v_new[:, :, :room]
+        if self.length + t > self.max_len:""",
+        6,
+        "nothing",
+    ),
+    single(
+        "rope-positions-not-offset-by-cache",
+        "gqa.py",
+        "positions = torch.arange(start, start + t, device=x.device)",
+        "positions = torch.arange(t, device=x.device)",
+        6,
+        "cache",
+    ),
+    # Part 7 -----------------------------------------------------------------------------------
+    single(
+        "tokenizer-uses-id-0",
+        "charlm.py",
+        "self.stoi = {c: i + 1 for i, c in enumerate(chars)}",
+        "self.stoi = {c: i for i, c in enumerate(chars)}",
+        7,
+        "id 0",
+    ),
+    single(
+        "lm-batch-left-padding",
+        "charlm.py",
+        """        inputs[row, : len(s) - 1] = s[:-1]
+        targets[row, : len(s) - 1] = s[1:]""",
+        """        inputs[row, t - len(s) + 1 :] = s[:-1]
+        targets[row, t - len(s) + 1 :] = s[1:]""",
+        7,
+        "left",
+    ),
+    single(
+        "lm-batch-unshifted-targets",
+        "charlm.py",
+        "targets[row, : len(s) - 1] = s[1:]",
+        "targets[row, : len(s) - 1] = s[:-1]",
+        7,
+        "shift",
+    ),
+    single(
+        "lm-loss-counts-padding",
+        "charlm.py",
+        """        targets.reshape(-1),
+        ignore_index=IGNORE_INDEX,""",
+        """        targets.reshape(-1).clamp(min=PAD_ID),""",
+        7,
+        "padding",
+    ),
+    single(
+        "evaluate-mean-of-batch-means",
+        "charlm.py",
+        """                    total += lm_loss(model(inputs), targets, reduction="sum").item()
+                    count += real""",
+        """                    total += lm_loss(model(inputs), targets).item()
+                    count += 1""",
+        7,
+        "mean of batch means",
+    ),
+    single(
+        "evaluate-leaves-eval-mode",
+        "charlm.py",
+        """    finally:
+        model.train(was_training)
+    if count == 0:""",
+        """    finally:
+        pass
+    if count == 0:""",
+        7,
+        "mode",
+    ),
+    single(
+        "hard-coded-128-mask",
+        "charlm.py",
+        "mask = causal_mask(t, start + t, device=idx.device)  # (T, start + T)",
+        "mask = causal_mask(128, device=idx.device)[start : start + t, : start + t]",
+        7,
+        "max_len",
+    ),
+    single(
+        "generate-refeeds-prefix",
+        "charlm.py",
+        "feed = new if use_cache else ids",
+        "feed = ids",
+        7,
+        "cache",
+    ),
+    single(
+        "cached-forward-wrong-positions",
+        "charlm.py",
+        "start = 0 if caches is None else caches[0].length",
+        "start = 0",
+        7,
+        "position",
+    ),
+    single(
+        "generate-can-emit-pad",
+        "charlm.py",
+        '                logits[PAD_ID] = float("-inf")\n',
+        "",
+        7,
+        "PAD_ID",
+    ),
+)
+
+
+def apply(mutant: Mutant, solutions: Path, out: Path) -> Path:
+    """Write the reference with the mutant's edits to ``out/transformer_hw``; return ``out``."""
+    package = out / PACKAGE
+    shutil.copytree(solutions, package, dirs_exist_ok=True)
+    path = package / mutant.file
+    text = path.read_text(encoding="utf-8")
+    for old, new in mutant.edits:
+        count = text.count(old)
+        if count != 1:
+            raise MutantError(
+                f"{mutant.name}: edit found {count} times in {mutant.file}"
+            )
+        text = text.replace(old, new)
+    path.write_text(text, encoding="utf-8")
+    return out
