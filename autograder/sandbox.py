@@ -62,7 +62,9 @@ REPO = Path(__file__).resolve().parent.parent
 #: Folders of the repository student code must never read (as root).
 SECRET_DIRS = ("solutions", "tests", ".git", "examples")
 UID_BASE = 200_000  # worker uid = UID_BASE + its pid: unique among live workers
-_GEN_SHIFT = 40  # grading-side handle id = worker generation << _GEN_SHIFT | worker's id
+_GEN_SHIFT = (
+    40  # grading-side handle id = worker generation << _GEN_SHIFT | worker's id
+)
 
 
 @dataclass
@@ -76,7 +78,9 @@ class Limits:
     file_size: int = 64 << 20  # bytes per file the student writes
     open_files: int = 256
     threads: int = 1  # torch intra-op threads
-    hidden: list[str] = field(default_factory=list)  # more paths to hide (inputs, outputs)
+    hidden: list[str] = field(
+        default_factory=list
+    )  # more paths to hide (inputs, outputs)
 
 
 #: Defaults for every ``IsolatedSubmission``; ``autograder grade`` adjusts them.
@@ -158,15 +162,20 @@ class IsolatedSubmission(Submission):
                 )
             else:
                 message = f"{label} took longer than {self.limits.call_timeout:g} s"
-                self._timed_out[label] = f"{label} timed out earlier, so it was not run again"
+                self._timed_out[label] = (
+                    f"{label} timed out earlier, so it was not run again"
+                )
             raise _error("TimeoutError", message) from None
         except _WorkerEnded as ended:
             self._stop()
-            raise _error("ProcessExit", f"the submission's process {ended} during {label}") from None
+            raise _error(
+                "ProcessExit", f"the submission's process {ended} during {label}"
+            ) from None
         except (wire.WireError, EOFError, OSError) as exc:
             self._stop()
             raise _error(
-                "ProcessExit", f"the submission's process broke the protocol during {label} ({exc})"
+                "ProcessExit",
+                f"the submission's process broke the protocol during {label} ({exc})",
             ) from None
         if reply["v"] != self._violations:
             self._violations = [tuple(v) for v in reply["v"]]
@@ -226,7 +235,9 @@ class IsolatedSubmission(Submission):
                 try:
                     reply = wire.recv(self._sock, self.device)
                 except EOFError:
-                    raise _WorkerEnded(_describe_status(zygote.wait(self._pid, 5.0))) from None
+                    raise _WorkerEnded(
+                        _describe_status(zygote.wait(self._pid, 5.0))
+                    ) from None
                 finally:
                     if self._sock is not None:
                         self._sock.settimeout(None)
@@ -265,7 +276,9 @@ class IsolatedSubmission(Submission):
         def clean(text: str) -> str:
             return text.replace(str(self._staging) + os.sep, "")
 
-        return ErrorInfo(info.type_name, clean(info.message), clean(info.traceback), info.bases)
+        return ErrorInfo(
+            info.type_name, clean(info.message), clean(info.traceback), info.bases
+        )
 
 
 class _WorkerEnded(Exception):
@@ -274,7 +287,9 @@ class _WorkerEnded(Exception):
 
 def _error(type_name: str, message: str) -> StudentError:
     bases = {"TimeoutError": ("TimeoutError", "OSError", "Exception", "BaseException")}
-    info = ErrorInfo(type_name, message, "", bases.get(type_name, ("Exception", "BaseException")))
+    info = ErrorInfo(
+        type_name, message, "", bases.get(type_name, ("Exception", "BaseException"))
+    )
     return StudentError(info)
 
 
@@ -307,7 +322,11 @@ def _describe_status(status: int | None) -> str:
         return f"exited with status {os.WEXITSTATUS(status)}"
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else sig
+        name = (
+            signal.Signals(sig).name
+            if sig in signal.Signals._value2member_map_
+            else sig
+        )
         why = {
             "SIGKILL": " (out of memory, or a limit was reached)",
             "SIGXCPU": " (CPU time limit)",
@@ -362,7 +381,9 @@ class _ZygoteClient:
         self._pending: list[dict] = []
 
     def spawn(self, sock: socket.socket, config: dict) -> int:
-        socket.send_fds(self.sock, [json.dumps({"spawn": config}).encode()], [sock.fileno()])
+        socket.send_fds(
+            self.sock, [json.dumps({"spawn": config}).encode()], [sock.fileno()]
+        )
         while True:
             message = self._read()
             if "spawned" in message:
@@ -426,6 +447,9 @@ def zygote_main(fd: int) -> None:
     from autograder import tripwire
 
     tripwire.install()
+    _LIBC.prctl(
+        _PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0
+    )  # orphans of workers come here to be reaped
     ctl = socket.socket(fileno=fd)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -556,7 +580,7 @@ def _serve(sock: socket.socket, executor, device: torch.device, found: list) -> 
 
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
-_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
+_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 36, 38
 _CLONE_NEWNS = 0x00020000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REC, _MS_PRIVATE = 0x4000, 1 << 18
@@ -609,7 +633,9 @@ def _set_limits(limits: Limits, device: torch.device) -> None:
     if device.type != "cuda":  # CUDA reserves huge address ranges up front
         cap(resource.RLIMIT_AS, _address_space() + limits.memory)
     processes = limits.processes
-    if os.geteuid() != 0:  # the limit counts all of our user's tasks, not just the worker's
+    if (
+        os.geteuid() != 0
+    ):  # the limit counts all of our user's tasks, not just the worker's
         processes += _tasks_of_uid(os.getuid())
     cap(resource.RLIMIT_NPROC, processes)
     cap(resource.RLIMIT_CPU, int(limits.submission_timeout) + 30)
