@@ -12,7 +12,17 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SOURCES = ("pyproject.toml", "README.md", "autograder", "tests", "data")
+SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "autograder",
+    "tests/__init__.py",
+    "tests/conftest.py",
+    "tests/graded",
+    "data",
+)
+#: The bug zoo quotes reference code; the engine's own tests are no use to Gradescope.
+EXCLUDED = ("autograder/mutants.py", "autograder/zoo.py")
 
 SETUP_SH = """\
 #!/usr/bin/env bash
@@ -50,8 +60,13 @@ def build_gradescope(zip_path: Path, repo: Path = REPO) -> Path:
         path = repo / name
         members = [path] if path.is_file() else sorted(path.rglob("*"))
         for member in members:
-            if member.is_file() and "__pycache__" not in member.parts:
-                files[str(member.relative_to(repo))] = (member.read_bytes(), 0o644)
+            name = str(member.relative_to(repo))
+            if (
+                member.is_file()
+                and "__pycache__" not in member.parts
+                and name not in EXCLUDED
+            ):
+                files[name] = (member.read_bytes(), 0o644)
     zip_path.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, (data, mode) in sorted(files.items()):

@@ -134,31 +134,52 @@ def strip_hidden_tests(source: str, filename: str = "<tests>") -> str:
     return kept
 
 
-def solution_lines(solutions: Path = SOLUTIONS) -> set[str]:
-    """The distinctive lines of every solution block, to prove a release does not contain them."""
-    found = set()
+WINDOW = (
+    3  # consecutive code lines that make a leak; single lines recur in honest oracles
+)
+
+
+def _code_lines(text: str) -> list[str]:
+    stripped = (line.strip() for line in text.splitlines())
+    return [
+        line
+        for line in stripped
+        if line and (not line.startswith("#") or line in (BEGIN, END))
+    ]
+
+
+def _windows(lines: list[str]) -> set[tuple[str, ...]]:
+    return {tuple(lines[i : i + WINDOW]) for i in range(len(lines) - WINDOW + 1)}
+
+
+def solution_windows(solutions: Path = SOLUTIONS) -> set[tuple[str, ...]]:
+    """Every run of consecutive code lines inside a solution block."""
+    found: set[tuple[str, ...]] = set()
     for path in solutions.glob("*.py"):
-        inside = False
-        for line in path.read_text(encoding="utf-8").splitlines():
-            marker = line.strip()
-            if marker in (BEGIN, END):
-                inside = marker == BEGIN
-            elif inside and len(marker) >= 24 and not marker.startswith("#"):
-                found.add(marker)
+        block: list[str] | None = None
+        for line in _code_lines(path.read_text(encoding="utf-8")) + [BEGIN]:
+            if line in (BEGIN, END):
+                if block:
+                    found |= _windows(block)
+                block = [] if line == BEGIN else None
+            elif block is not None:
+                block.append(line)
     return found
 
 
 def find_leaks(root: Path, solutions: Path = SOLUTIONS) -> list[str]:
-    """``file: line`` for every solution line found under ``root``."""
-    secret = solution_lines(solutions)
+    """What under ``root`` gives a solution away: runs of solution code, markers, hidden tests."""
+    secret = solution_windows(solutions)
     leaks = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         text = path.read_text(encoding="utf-8", errors="replace")
+        name = path.relative_to(root)
         leaks += [
-            f"{path.relative_to(root)}: {line}" for line in secret if line in text
+            f"{name}: {' / '.join(w)}"
+            for w in sorted(_windows(_code_lines(text)) & secret)
         ]
-        if "### BEGIN SOLUTION" in text or "@pytest.mark.hidden" in text:
-            leaks.append(f"{path.relative_to(root)}: solution marker or hidden test")
+        if BEGIN in text or "@pytest.mark.hidden" in text:
+            leaks.append(f"{name}: solution marker or hidden test")
     return leaks
 
 

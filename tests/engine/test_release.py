@@ -83,7 +83,9 @@ def test_handout_has_stubs_public_tests_and_no_solution(tmp_path):
     with zipfile.ZipFile(zip_path) as archive:
         names = archive.namelist()
     assert "handout/assignments/transformer_hw/charlm.py" in names
-    assert not [n for n in names if "solutions" in n or "zoo" in n or "sandbox" in n]
+    assert not [
+        n for n in names if "solutions" in n or "mutants" in n or "sandbox" in n
+    ]
 
 
 def test_handout_refuses_a_non_empty_folder(tmp_path):
@@ -117,7 +119,16 @@ def test_gradescope_zip_has_the_entry_points_and_no_solution(tmp_path):
         "autograder/cli.py",
         "tests/conftest.py",
     } <= names
-    assert not [n for n in names if n.startswith("solutions/")]
+    assert not [n for n in names if n.startswith("solutions/") or "mutants" in n]
     assert not [
         leak for leak in find_leaks(tmp_path / "unpacked") if "hidden" not in leak
     ]
+
+
+def test_leak_check_finds_a_copied_solution_block(tmp_path):
+    reference = ASSIGNMENTS.parent.parent / "solutions" / "transformer_hw" / "masks.py"
+    body = reference.read_text(encoding="utf-8").split("### BEGIN SOLUTION")[1]
+    (tmp_path / "notes.py").write_text(
+        body.split("### END SOLUTION")[0], encoding="utf-8"
+    )
+    assert find_leaks(tmp_path)
