@@ -1,0 +1,61 @@
+"""Part 4: rotary position embeddings (RoPE), interleaved-pair convention."""
+
+import torch
+
+
+def rope_angles(
+    positions: torch.Tensor, d_head: int, base: float = 10000.0, dtype=None
+):
+    """Angles ``(T, d_head // 2)``: ``angle[t, i] = positions[t] * base ** (-2 i / d_head)``.
+
+    ``i = 0 .. d_head/2 - 1``. Computed in ``dtype`` (default: ``torch.get_default_dtype()``)
+    on ``positions``' device.
+
+    Raises:
+        ValueError: ``d_head`` is odd.
+    """
+    # TODO: one frequency per pair, times each position (an outer product).
+    if d_head % 2 != 0:
+        raise ValueError(f"d_head={d_head} must be even (RoPE rotates pairs)")
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    positions = torch.as_tensor(positions)
+    pair = torch.arange(
+        d_head // 2, device=positions.device, dtype=dtype
+    )  # (d_head/2,)
+    inv_freq = base ** (-2.0 * pair / d_head)  # (d_head/2,)
+    return positions.to(dtype)[:, None] * inv_freq[None, :]  # (T, d_head/2)
+
+
+def apply_rope(
+    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0
+):
+    """Rotate each INTERLEAVED pair ``(x[2i], x[2i+1])`` of ``x (..., T, d_head)``.
+
+    ``(a, b) -> (a cos - b sin, a sin + b cos)`` with the angle of ``rope_angles`` at
+    ``positions`` (a LongTensor ``(T,)``, default ``arange(T)``; not necessarily contiguous or
+    sorted). The output has ``x``'s dtype and is computed at ``x``'s precision (float64 in:
+    angles, cos and sin in float64). Pairing ``i`` with ``i + d/2`` ("rotate_half") is a
+    different convention and is wrong here.
+
+    Position 0 is the identity, norms are preserved, and
+    ``<apply_rope(q, m), apply_rope(k, n)>`` depends only on ``n - m``.
+
+    Raises:
+        ValueError: ``positions`` is not of shape ``(T,)``; ``d_head`` is odd.
+    """
+    # TODO: get the angles, then rotate the even/odd pairs and interleave them back.
+    t = x.shape[-2]
+    if positions is None:
+        positions = torch.arange(t, device=x.device)
+    positions = torch.as_tensor(positions, device=x.device)
+    if positions.shape != (t,):
+        raise ValueError(
+            f"positions must have shape (T,)=({t},), got {tuple(positions.shape)}"
+        )
+    angles = rope_angles(positions, x.shape[-1], base, dtype=x.dtype)  # (T, d_head/2)
+    cos, sin = angles.cos(), angles.sin()
+    a, b = x[..., 0::2], x[..., 1::2]  # (..., T, d_head/2) each
+    rotated = torch.stack(
+        (a * cos - b * sin, a * sin + b * cos), dim=-1
+    )  # (..., T, d/2, 2)
+    return rotated.flatten(-2)  # (..., T, d_head)
