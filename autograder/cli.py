@@ -23,6 +23,106 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_grade(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from autograder import grade, intake, report, sandbox
+
+    console = Console(file=sys.stdout)
+    for note in sandbox.unavailable_protections():
+        console.print(f"[yellow]note:[/] {note}")
+    out = Path(args.out)
+    found = intake.find([Path(p) for p in args.paths])
+    if not found:
+        console.print(f"[red]no submissions found in {' '.join(args.paths)}[/]")
+        return 2
+    todo = [(n, s) for n, s in found if args.force or not report.is_graded(out, n)]
+    notes = {n: "already graded" for n, s in found if (n, s) not in todo}
+    settings = grade.Settings(
+        device=_device(args.device),
+        call_timeout=args.timeout,
+        hidden_paths=(
+            str(out.resolve()),
+            *(str(Path(p).resolve()) for p in args.paths),
+        ),
+    )
+    failed = 0
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("grading", total=len(todo))
+        for name, graded in grade.grade_many(todo, settings, args.jobs):
+            if isinstance(graded, grade.GradingError):
+                failed += 1
+                notes[name] = "NOT GRADED"
+                console.print(f"[red]{name}: {graded}[/]")
+            else:
+                report.write_submission(out, graded)
+                notes[name] = "; ".join(graded.problems)[:60]
+            report.write_gradebook(out, [n for n, _ in found])
+            progress.update(task, advance=1, description=name)
+    rows = report.write_gradebook(out, [n for n, _ in found])
+    console.print(report.summary_table(rows, notes))
+    console.print(
+        f"results in {out}/<name>/results.json, gradebook in {out / report.GRADEBOOK}"
+    )
+    return 1 if failed else 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from autograder import grade
+    from autograder.points import PARTS
+
+    console = Console()
+    root = Path(args.path)
+    if not (root / "transformer_hw").is_dir():
+        console.print(f"[red]{root} has no transformer_hw/ folder[/]")
+        return 2
+    settings = grade.Settings(
+        device=_device(args.device), markexpr="public", isolate=False
+    )
+    tests = grade.run_suite(root.resolve(), settings, scrub=[str(root.resolve())])
+    earned = sum(t.points for t in tests if t.passed)
+    for k, part in PARTS.items():
+        mine = [t for t in tests if t.part == k]
+        got = sum(t.points for t in mine if t.passed)
+        style = "green" if got == sum(t.points for t in mine) else "red"
+        console.print(
+            f"[{style}]Part {k} ({part.title}): {got}/{sum(t.points for t in mine)}[/]"
+        )
+        for t in mine:
+            if not t.passed:
+                console.print(
+                    f"  [bold]{t.name}[/]: {t.message.splitlines()[0] if t.message else ''}"
+                )
+    total = sum(t.points for t in tests)
+    console.print(
+        f"\n[bold]Public tests: {earned}/{total} points.[/] Hidden tests are graded too."
+    )
+    return 0
+
+
+def _device(name: str) -> str:
+    if name == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="autograder", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -41,6 +141,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gradescope.add_argument("--out", required=True, help="path of the zip to write")
     gradescope.set_defaults(func=cmd_gradescope)
+
+    grade = commands.add_parser("grade", help="grade submissions in the sandbox")
+    grade.add_argument(
+        "paths", nargs="+", help="submissions (folders or zips) or batch folders"
+    )
+    grade.add_argument("--out", required=True, help="folder for the grades")
+    grade.add_argument(
+        "--jobs", type=int, default=1, help="submissions graded in parallel"
+    )
+    grade.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
+    grade.add_argument(
+        "--timeout", type=float, help="seconds per call of student code (default 60)"
+    )
+    grade.add_argument(
+        "--force", action="store_true", help="regrade submissions already graded"
+    )
+    grade.set_defaults(func=cmd_grade)
+
+    check = commands.add_parser(
+        "check", help="run the public tests against your own code"
+    )
+    check.add_argument(
+        "path", nargs="?", default="assignments", help="default: assignments/"
+    )
+    check.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
+    check.set_defaults(func=cmd_check)
     return parser
 
 

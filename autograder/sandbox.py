@@ -536,7 +536,7 @@ def _worker_main(sock: socket.socket, config: dict) -> None:
         if device.type == "cuda":
             torch.cuda.init()
         if os.geteuid() == 0:
-            _hide(config["hidden"])
+            _hide(config["hidden"], root)
             _become_unprivileged(root)
         _set_limits(limits, device)
         os.chdir(root)
@@ -583,7 +583,7 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 36, 38
 _CLONE_NEWNS = 0x00020000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
-_MS_REC, _MS_PRIVATE = 0x4000, 1 << 18
+_MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x1000, 0x2000, 0x4000, 1 << 18
 
 
 def _confine_process() -> None:
@@ -597,18 +597,60 @@ def _confine_process() -> None:
     sys.stdin = open(os.devnull)  # noqa: SIM115
 
 
-def _hide(paths: list[str]) -> None:
-    """Cover secret paths with empty mounts, or (without mount rights) close them to others."""
+def _hide(paths: list[str], root: Path) -> None:
+    """Cover secret paths with empty mounts, or (without mount rights) close them to others.
+
+    In the private mount namespace, a folder Python itself needs that sits under a folder
+    closed to others (a pyenv under ``/root``) is moved onto an open, empty tmpfs that covers
+    the closed folder, so the unprivileged worker can import the standard library and nothing
+    else from there.
+    """
     mounted = _LIBC.unshare(_CLONE_NEWNS) == 0 and (
         _LIBC.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) == 0
     )
+    if mounted:
+        _expose_python(root)
     for path in paths:
-        ok = mounted and _LIBC.mount(
-            b"tmpfs", path.encode(), b"tmpfs",
-            _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, b"size=4k,mode=000",
-        ) == 0  # fmt: skip
+        ok = mounted and _mount(b"tmpfs", path, b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+                                | _MS_NOEXEC, b"size=4k,mode=000")  # fmt: skip
         if not ok and os.path.isdir(path):
             os.chmod(path, os.stat(path).st_mode & 0o770)
+
+
+def _expose_python(root: Path) -> None:
+    needed = sorted({os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, *sys.path)
+                     if p and os.path.isdir(p)})  # fmt: skip
+    needed = [p for p in needed if not any(p.startswith(q + os.sep) for q in needed)]
+    closed: dict[str, list[str]] = {}
+    for path in needed:
+        parts = Path(path).parts
+        for i in range(2, len(parts) + 1):
+            ancestor = os.path.join(*parts[:i])
+            if not os.stat(ancestor).st_mode & 0o001:
+                closed.setdefault(ancestor, []).append(path)
+                break
+    for number, (ancestor, paths) in enumerate(closed.items()):
+        if any(ancestor.startswith(other + os.sep) for other in closed):
+            continue
+        asides = []
+        for path in paths:
+            aside = root / f".python{number}-{len(asides)}"
+            aside.mkdir()
+            _mount(path.encode(), str(aside), None, _MS_BIND | _MS_REC)
+            asides.append((aside, path))
+        _mount(
+            b"tmpfs", ancestor, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=4k,mode=755"
+        )
+        for aside, path in asides:
+            os.makedirs(path, mode=0o755)
+            _mount(str(aside).encode(), path, None, _MS_MOVE)
+            aside.rmdir()
+
+
+def _mount(
+    source: bytes, target: str, kind: bytes | None, flags: int, data=None
+) -> bool:
+    return _LIBC.mount(source, target.encode(), kind, flags, data) == 0
 
 
 def _become_unprivileged(root: Path) -> None:
