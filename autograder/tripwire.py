@@ -28,7 +28,9 @@ NAMESPACES = {
 }
 
 _FILES: dict[str, frozenset[str]] = {}  # absolute student path -> names forbidden in it
-found: list[tuple[str, int, str]] = []  # (file, line, call), in order of first occurrence
+found: list[
+    tuple[str, int, str]
+] = []  # (file, line, call), in order of first occurrence
 _seen: set[tuple[str, int, str]] = set()
 
 
