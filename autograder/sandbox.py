@@ -530,6 +530,7 @@ def _worker_main(sock: socket.socket, config: dict) -> None:
         device = torch.device(config["device"])
         root = Path(config["root"])
         _confine_process()
+        _clean_environment(root)
         torch.set_num_threads(limits.threads)
         with contextlib.suppress(RuntimeError):
             torch.set_num_interop_threads(1)
@@ -595,6 +596,13 @@ def _confine_process() -> None:
     os.close(null)
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the worker
     sys.stdin = open(os.devnull)  # noqa: SIM115
+
+
+def _clean_environment(root: Path) -> None:
+    """No inherited variables: they would tell student code where the grader lives."""
+    keep = {k: v for k, v in os.environ.items() if k.startswith(("CUDA_", "NVIDIA_"))}
+    os.environ.clear()
+    os.environ.update(keep, PATH="/usr/bin:/bin", HOME=str(root), LANG="C.UTF-8")
 
 
 def _hide(paths: list[str], root: Path) -> None:

@@ -1,0 +1,145 @@
+"""Intake: every upload shape is found, every broken file is reported and stubbed out."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder import intake
+from autograder.protocol import MODULES, PACKAGE
+
+REPO = Path(__file__).resolve().parents[2]
+REFERENCE = REPO / "solutions" / PACKAGE
+
+
+def reference_files() -> dict[str, bytes]:
+    return {f"{m}.py": (REFERENCE / f"{m}.py").read_bytes() for m in MODULES}
+
+
+def write_tree(folder: Path, files: dict[str, bytes]) -> Path:
+    for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    return folder
+
+
+def write_zip(path: Path, files: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return path
+
+
+def staged_text(staged: intake.Staged, module: str) -> str:
+    return (staged.root / PACKAGE / f"{module}.py").read_text()
+
+
+@pytest.mark.parametrize(
+    "prefix", ["transformer_hw/", "", "alice/transformer_hw/", "alice/"]
+)
+@pytest.mark.parametrize("as_zip", [False, True])
+def test_every_shape_is_found_and_staged(tmp_path, prefix, as_zip):
+    files = {prefix + name: data for name, data in reference_files().items()}
+    files["notes.txt"] = b"not a module"
+    if as_zip:
+        source = write_zip(tmp_path / "alice.zip", files)
+    else:
+        source = write_tree(tmp_path / "alice", files)
+    assert intake.find([source]) == [("alice", source)]
+    staged = intake.stage("alice", source, tmp_path / "staged")
+    assert staged.problems == []
+    assert sorted(p.name for p in (staged.root / PACKAGE).iterdir()) == sorted(
+        ["__init__.py", *(f"{m}.py" for m in MODULES)]
+    )
+    assert staged_text(staged, "rope") == (REFERENCE / "rope.py").read_text()
+
+
+def test_a_batch_folder_lists_each_submission_once(tmp_path):
+    batch = tmp_path / "batch"
+    write_tree(batch / "bob", {"transformer_hw/attention.py": b"x = 1\n"})
+    write_tree(batch / "carol", {"attention.py": b"x = 1\n"})
+    write_zip(batch / "dave.zip", {"attention.py": b"x = 1\n"})
+    write_tree(batch / "bob zip!", {"masks.py": b"x = 1\n"})
+    (batch / "README.txt").write_text("not a submission")
+    names = [name for name, _ in intake.find([batch])]
+    assert names == ["bob", "bob_zip", "carol", "dave"]
+
+
+def test_missing_and_broken_files_break_only_their_module(tmp_path):
+    files = reference_files()
+    del files["masks.py"]
+    files["rope.py"] = b"def apply_rope(x:\n    pass\n"
+    files["norm.py"] = "x = 'caf\u00e9'\n".encode("latin-1")
+    files["gqa.py"] = b"# " + b"x" * (intake.MAX_FILE + 10) + b"\n"
+    source = write_tree(tmp_path / "sub" / PACKAGE, files).parent
+    staged = intake.stage("sub", source, tmp_path / "staged")
+    assert staged.problems == [
+        "masks.py is missing from the submission",
+        "rope.py has a syntax error at line 1: '(' was never closed",
+        "norm.py is not UTF-8 text (byte 0xe9 at offset 8)",
+        "gqa.py is larger than 512 KB, so it was not graded",
+    ]
+    stand_in = staged_text(staged, "rope")
+    assert (
+        stand_in.startswith("raise ImportError(")
+        and "syntax error at line 1" in stand_in
+    )
+    assert staged_text(staged, "attention") == (REFERENCE / "attention.py").read_text()
+
+
+def test_zip_entries_that_escape_or_link_are_ignored(tmp_path):
+    path = tmp_path / "evil.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in reference_files().items():
+            archive.writestr(f"{PACKAGE}/{name}", data)
+        archive.writestr("../../escaped.py", b"x = 1\n")
+        archive.writestr("/abs/attention.py", b"x = 1\n")
+        link = zipfile.ZipInfo(f"{PACKAGE}/extra.py")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        archive.writestr(link, "/etc/passwd")
+    staged = intake.stage("evil", path, tmp_path / "staged")
+    assert staged.problems == [
+        "zip entry '../../escaped.py' points out of its folder; ignored",
+        "zip entry '/abs/attention.py' points out of its folder; ignored",
+        f"zip entry '{PACKAGE}/extra.py' is a symbolic link; ignored",
+    ]
+    assert not (tmp_path / "escaped.py").exists()
+    assert staged_text(staged, "attention") == (REFERENCE / "attention.py").read_text()
+
+
+def test_symlinks_out_of_the_submission_are_not_followed(tmp_path):
+    secret = tmp_path / "secret.py"
+    secret.write_text("ANSWER = 42\n")
+    source = write_tree(
+        tmp_path / "sub", {f"{PACKAGE}/{n}": d for n, d in reference_files().items()}
+    )
+    (source / PACKAGE / "rope.py").unlink()
+    os.symlink(secret, source / PACKAGE / "rope.py")
+    staged = intake.stage("sub", source, tmp_path / "staged")
+    assert staged.problems == [
+        "rope.py is a link out of the submission, so it was not graded"
+    ]
+    assert "ANSWER" not in staged_text(staged, "rope")
+
+
+def test_an_unreadable_zip_is_one_problem(tmp_path):
+    path = tmp_path / "broken.zip"
+    path.write_bytes(b"PK\x03\x04 definitely not a zip")
+    staged = intake.stage("broken", path, tmp_path / "staged")
+    assert staged.problems[0].startswith("the zip cannot be read")
+    assert "is missing" in staged_text(staged, "attention")
+
+
+def test_the_example_broken_archive_is_reported(tmp_path):
+    examples = REPO / "examples" / "submissions"
+    if not examples.is_dir():
+        pytest.skip("no examples/submissions")
+    for name, source in intake.find([examples]):
+        staged = intake.stage(name, source, tmp_path / name)
+        assert (staged.root / PACKAGE / "__init__.py").is_file()
+    shutil.rmtree(tmp_path)

@@ -1,0 +1,141 @@
+"""The wire format: plain data survives the trip, anything else is refused."""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import struct
+
+import pytest
+import torch
+
+from autograder import wire
+from autograder.protocol import ErrorInfo, HandleRef
+
+CPU = torch.device("cpu")
+
+
+def round_trip(value):
+    header, buffers = wire.encode(value)
+    return wire.decode(header, memoryview(b"".join(bytes(b) for b in buffers)), CPU)
+
+
+@pytest.mark.parametrize(
+    "tensor",
+    [
+        torch.randn(3, 4, dtype=torch.float32),
+        torch.randn(2, 1, 5, dtype=torch.float64),
+        torch.arange(-5, 7, dtype=torch.int64).reshape(3, 4),
+        torch.tensor([[True, False], [False, True]]),
+        torch.tensor(2.5, dtype=torch.float64),
+        torch.empty(0, 3),
+        torch.randn(4, 6).t(),  # not contiguous
+        torch.tensor([float("inf"), float("-inf"), float("nan")]),
+        torch.randn(3, dtype=torch.bfloat16),
+    ],
+)
+def test_tensors_round_trip_bitwise(tensor):
+    back = round_trip(tensor)
+    assert type(back) is torch.Tensor
+    assert back.dtype == tensor.dtype and back.shape == tensor.shape
+    assert torch.equal(back.nan_to_num(), tensor.nan_to_num())
+
+
+def test_plain_values_round_trip():
+    value = {
+        "a": [1, 2.5, True, None, "text", (3, "x")],
+        "inf": float("inf"),
+        "dtype": torch.float64,
+        "device": torch.device("cpu"),
+        "handle": HandleRef(7, "KVCache"),
+        "error": ErrorInfo("ValueError", "bad", "tb", ("ValueError", "Exception")),
+        "nested": {"t": (torch.ones(2), [torch.zeros(1, dtype=torch.bool)])},
+    }
+    back = round_trip(value)
+    assert back["a"] == [1, 2.5, True, None, "text", (3, "x")]
+    assert type(back["a"][5]) is tuple and type(back["a"][2]) is bool
+    assert back["inf"] == math.inf and math.isnan(round_trip(float("nan")))
+    assert back["dtype"] is torch.float64 and back["device"] == torch.device("cpu")
+    assert (
+        back["handle"] == HandleRef(7, "KVCache")
+        and back["error"].bases[0] == "ValueError"
+    )
+    assert torch.equal(back["nested"]["t"][0], torch.ones(2))
+
+
+def test_a_tensor_subclass_arrives_as_a_plain_tensor():
+    class Liar(torch.Tensor):
+        def __eq__(self, other):
+            return True
+
+    liar = torch.zeros(3).as_subclass(Liar)
+    back = round_trip(liar)
+    assert type(back) is torch.Tensor and torch.equal(back, torch.zeros(3))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        object(),
+        {1: 2},
+        torch.nn.Linear(2, 2),
+        b"bytes",
+        {1, 2},
+        torch.randn(2).to_sparse(),
+    ],
+)
+def test_objects_are_not_sent(value):
+    with pytest.raises(wire.WireError):
+        wire.encode(value)
+
+
+def message(tree, payload=b""):
+    return json.dumps(tree).encode(), memoryview(payload)
+
+
+@pytest.mark.parametrize(
+    "tree, payload",
+    [
+        ({"pickle": "cos\nsystem"}, b""),
+        ({"T": ["float32", [2], "cpu"]}, b"\0" * 4),  # too few bytes
+        ({"T": ["float32", [1], "cpu"]}, b"\0" * 8),  # bytes left over
+        ({"T": ["object", [1], "cpu"]}, b"\0" * 8),
+        ({"T": ["float32", [-1], "cpu"]}, b""),
+        ({"T": ["float32", [1], "meta"]}, b"\0" * 4),
+        ({"T": ["float32", 1, "cpu"]}, b"\0" * 4),
+        ({"dt": "torch.nn.Module"}, b""),
+        ({"dv": "meta"}, b""),
+        ({"h": ["1", "x"]}, b""),
+        ({"e": ["E", "m", "t", [1]]}, b""),
+        ({"f": "1e999x"}, b""),
+        ({"t": [1], "d": {}}, b""),
+    ],
+)
+def test_malformed_messages_are_refused(tree, payload):
+    with pytest.raises(wire.WireError):
+        wire.decode(*message(tree, payload), CPU)
+
+
+def test_deep_nesting_and_bad_json_are_refused():
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(wire.WireError):
+        wire.decode(deep.encode(), memoryview(b""), CPU)
+    with pytest.raises(wire.WireError):
+        wire.decode(b"{not json", memoryview(b""), CPU)
+
+
+def test_framing_over_a_socket_and_the_size_limit():
+    a, b = socket.socketpair()
+    with a, b:
+        wire.send(a, {"x": torch.arange(5)})
+        assert torch.equal(wire.recv(b, CPU)["x"], torch.arange(5))
+        a.sendall(struct.pack("!QI", 1 << 40, 10))
+        with pytest.raises(wire.WireError):
+            wire.recv(b, CPU)
+    a, b = socket.socketpair()
+    with b:
+        a.sendall(struct.pack("!QI", 100, 10))
+        a.close()
+        with pytest.raises(EOFError):
+            wire.recv(b, CPU)
