@@ -52,6 +52,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
             str(out.resolve()),
             *(str(Path(p).resolve()) for p in args.paths),
         ),
+        keyword=args.keyword,
     )
     failed = 0
     columns = (
@@ -156,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     grade.add_argument(
         "--force", action="store_true", help="regrade submissions already graded"
+    )
+    grade.add_argument(
+        "-k", dest="keyword", default="", help="only tests matching (pytest -k)"
     )
     grade.set_defaults(func=cmd_grade)
 

@@ -115,7 +115,7 @@ class IsolatedSubmission(Submission):
         self._generation = 0
         self._seq = 0
         self._deadline = time.monotonic() + self.limits.submission_timeout
-        self._timed_out: dict[str, str] = {}  # request label -> message
+        self._refused: dict[str, tuple[str, str]] = {}  # label -> (error type, message)
         self._violations: list[tuple[str, int, str]] = []
         self._closed = False
 
@@ -130,8 +130,8 @@ class IsolatedSubmission(Submission):
         label = _label(op, target, name)
         if self._closed:
             raise _error("RuntimeError", "the submission was already closed")
-        if label in self._timed_out:
-            raise _error("TimeoutError", self._timed_out[label])
+        if label in self._refused:
+            raise _error(*self._refused[label])
         remaining = self._deadline - time.monotonic()
         if remaining <= 0:
             raise _error(
@@ -162,12 +162,17 @@ class IsolatedSubmission(Submission):
                 )
             else:
                 message = f"{label} took longer than {self.limits.call_timeout:g} s"
-                self._timed_out[label] = (
-                    f"{label} timed out earlier, so it was not run again"
+                self._refused[label] = (
+                    "TimeoutError",
+                    f"{label} timed out earlier, so it was not run again",
                 )
             raise _error("TimeoutError", message) from None
         except _WorkerEnded as ended:
             self._stop()
+            self._refused[label] = (
+                "ProcessExit",
+                f"{label} ended the submission's process earlier ({ended}), so it was not run again",
+            )
             raise _error(
                 "ProcessExit", f"the submission's process {ended} during {label}"
             ) from None
