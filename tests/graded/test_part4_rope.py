@@ -1,0 +1,303 @@
+"""Part 4: rotary position embeddings (SPEC.md part 4), interleaved-pair convention.
+
+Expected values come from a direct float64 formula in this file. Positions are unsorted and
+non-contiguous (``[3, 17, 5, 0]``) so an implementation that ignores ``positions`` shows, and
+``d_head >= 6`` so the half-split ("rotate_half") layout differs from the interleaved one.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from autograder.protocol import expect_student_error
+from tests.graded.compare import assert_close
+from tests.graded.strategies import examples, randn, seeds, sizes
+
+pytestmark = pytest.mark.part(4)
+
+POSITIONS = [3, 17, 5, 0]  # unsorted, with gaps
+
+
+# Oracles ------------------------------------------------------------------------------------
+def inv_freq(d_head, base=10000.0, exponent=2.0, device="cpu"):
+    """``base ** (-exponent * i / d_head)`` for each pair ``i``, in float64."""
+    i = torch.arange(d_head // 2, dtype=torch.float64, device=device)
+    return base ** (-exponent * i / d_head)  # (d_head/2,)
+
+
+def angles_oracle(positions, d_head, base=10000.0, exponent=2.0):
+    """``positions[..., None] * base ** (-2 i / d_head)``: (..., d_head/2), float64."""
+    freq = inv_freq(d_head, base, exponent, positions.device)
+    return positions.double()[..., None] * freq
+
+
+def rotate_pairs(x, angles, layout="interleaved"):
+    """Rotate pairs of ``x (..., d)`` by ``angles (..., d/2)`` (broadcast), in float64."""
+    x = x.double()
+    half = x.shape[-1] // 2
+    if layout == "interleaved":
+        a, b = x[..., 0::2], x[..., 1::2]  # (..., d/2) each
+    else:  # "rotate_half": pairs (i, i + d/2)
+        a, b = x[..., :half], x[..., half:]
+    cos, sin = angles.cos(), angles.sin()
+    first, second = a * cos - b * sin, a * sin + b * cos  # (..., d/2) each
+    if layout == "interleaved":
+        return torch.stack((first, second), dim=-1).flatten(-2)  # (..., d)
+    return torch.cat((first, second), dim=-1)
+
+
+def rope_oracle(x, positions, base=10000.0):
+    """The interleaved rotation of SPEC.md part 4, in float64; positions broadcast to x[..., 0]."""
+    return rotate_pairs(x, angles_oracle(positions, x.shape[-1], base))
+
+
+def rope_suspects(x, positions, base=10000.0):
+    """What the known RoPE mistakes would output for ``apply_rope(x, positions, base)``."""
+    d, t = x.shape[-1], x.shape[-2]
+    arange = torch.arange(t, device=x.device)
+    return {
+        "half-split (rotate_half) pairing of i with i + d/2 instead of the interleaved "
+        "pairs (x[2i], x[2i+1])": lambda: rotate_pairs(
+            x, angles_oracle(positions, d, base), "rotate_half"
+        ),
+        "rotation in the wrong direction (the sign of sin is flipped)": lambda: (
+            rotate_pairs(x, -angles_oracle(positions, d, base))
+        ),
+        "frequencies base ** (-i / d_head) instead of base ** (-2 i / d_head)": lambda: (
+            rotate_pairs(x, angles_oracle(positions, d, base, exponent=1.0))
+        ),
+        "positions ignored (arange(T) used instead)": lambda: rope_oracle(
+            x, arange, base
+        ),
+    }
+
+
+def float32_suspect(got, expected):
+    """Diagnose float64 results that are right only to float32 precision (off by < 0.05)."""
+
+    def suspect():
+        error = (got.double() - expected.double()).abs().max()
+        return got if bool(error < 0.05) else None
+
+    return {"angles (or cos/sin) computed in float32 for a float64 input": suspect}
+
+
+def raises_value_error(what, names, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` raises ValueError whose message names one of ``names``."""
+    try:
+        with expect_student_error(ValueError) as box:
+            fn(*args, **kwargs)
+    except AssertionError as err:
+        raise AssertionError(f"{what}: {err}") from None
+    assert_names(box, *names)
+
+
+def assert_names(box, *names):
+    """The ValueError's message names the argument (any of ``names``, as whole words)."""
+    message = box["error"].message
+    if not any(re.search(rf"\b{re.escape(n)}\b", message) for n in names):
+        raise AssertionError(
+            f"the ValueError's message should name {' or '.join(names)}; it says: {message!r}"
+        )
+
+
+def longs(values, device):
+    return torch.tensor(values, dtype=torch.long, device=device)
+
+
+# rope_angles ---------------------------------------------------------------------------------
+@pytest.mark.points(2)
+@pytest.mark.public
+def test_rope_angles_formula(hw):
+    """angle[t, i] = positions[t] * base ** (-2 i / d_head), default dtype, positions' device."""
+    positions = longs(POSITIONS, hw.device)
+    d = 8
+    wrong_freq = {
+        "frequencies base ** (-i / d_head) instead of base ** (-2 i / d_head)": (
+            angles_oracle(positions, d, exponent=1.0)
+        ),
+        "positions ignored (arange(T) used instead)": angles_oracle(
+            torch.arange(len(POSITIONS), device=hw.device), d
+        ),
+    }
+    # dtype omitted: torch.get_default_dtype(), on positions' device.  (T, d/2)
+    got = hw.call("rope.rope_angles", positions, d)
+    expected = angles_oracle(positions, d).to(torch.get_default_dtype())
+    assert_close(got, expected, "rope_angles(positions, 8)", likely=wrong_freq)
+
+    got = hw.call("rope.rope_angles", positions, d, dtype=torch.float64)
+    assert_close(
+        got,
+        angles_oracle(positions, d),
+        "rope_angles(positions, 8, dtype=float64)",
+        likely=wrong_freq,
+    )
+
+    got = hw.call("rope.rope_angles", positions, 6, base=100.0, dtype=torch.float32)
+    assert_close(
+        got,
+        angles_oracle(positions, 6, base=100.0).float(),
+        "rope_angles(positions, 6, base=100.0, dtype=float32)",
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_rope_angles_odd_d_head_raises(hw):
+    """An odd d_head cannot be split into pairs."""
+    positions = longs(POSITIONS, hw.device)
+    hw.call("rope.rope_angles", positions, 4)  # valid: must not raise
+    raises_value_error(
+        "rope_angles(positions, 7)",
+        ["d_head"],
+        hw.call,
+        "rope.rope_angles",
+        positions,
+        7,
+    )
+
+
+# apply_rope ----------------------------------------------------------------------------------
+@pytest.mark.points(2)
+@pytest.mark.public
+def test_apply_rope_formula(hw):
+    """Interleaved pairs (x[2i], x[2i+1]) rotated by the angle of their position."""
+    positions = longs(POSITIONS, hw.device)
+    # float64 with batch and head dims: x (B=2, h=3, T=4, d=8)
+    x = randn(2, 3, 4, 8, seed=40, device=hw.device)
+    got = hw.call("rope.apply_rope", x, positions)
+    expected = rope_oracle(x, positions)
+    assert_close(
+        got,
+        expected,
+        "apply_rope(x (2, 3, 4, 8), positions=[3, 17, 5, 0])",
+        likely={**rope_suspects(x, positions), **float32_suspect(got, expected)},
+    )
+
+    # float32 with another base: x (2, 4, 6)
+    x = randn(2, 4, 6, seed=41, dtype=torch.float32, device=hw.device)
+    got = hw.call("rope.apply_rope", x, positions, base=500.0)
+    assert_close(
+        got,
+        rope_oracle(x, positions, base=500.0).float(),
+        "apply_rope(x float32 (2, 4, 6), positions=[3, 17, 5, 0], base=500.0)",
+        likely=rope_suspects(x, positions, base=500.0),
+    )
+
+    # positions omitted: arange(T); x (T=5, d=6) without leading dims
+    x = randn(5, 6, seed=42, device=hw.device)
+    got = hw.call("rope.apply_rope", x)
+    arange = torch.arange(5, device=hw.device)
+    assert_close(
+        got,
+        rope_oracle(x, arange),
+        "apply_rope(x (5, 6)) with the default positions",
+        likely=rope_suspects(x, arange),
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_apply_rope_float64_precision(hw):
+    """float64 in: angles, cos and sin in float64 too; float32 angles are off by ~1e-4 here."""
+    positions = longs([10_000, 12_345, 19_999], hw.device)
+    x = randn(2, 3, 8, seed=43, device=hw.device)  # (B=2, T=3, d=8)
+    got = hw.call("rope.apply_rope", x, positions)
+    expected = rope_oracle(x, positions)
+    assert_close(
+        got,
+        expected,
+        "apply_rope(x float64, positions=[10000, 12345, 19999])",
+        likely={**rope_suspects(x, positions), **float32_suspect(got, expected)},
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.public
+@examples(6)
+@given(seed=seeds, batch=sizes(1, 2), t=sizes(1, 4), pairs=sizes(1, 4))
+def test_apply_rope_identity_at_position_zero(hw, seed, batch, t, pairs):
+    """Every token at position 0 is left unchanged."""
+    x = randn(batch, 2, t, 2 * pairs, seed=seed, device=hw.device)  # (B, h, T, d)
+    zeros = torch.zeros(t, dtype=torch.long, device=hw.device)
+    got = hw.call("rope.apply_rope", x, zeros)
+    assert_close(got, x, f"apply_rope(x {tuple(x.shape)}, positions=zeros({t}))")
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+@examples(6)
+@given(
+    seed=seeds,
+    positions=st.lists(
+        st.integers(0, 200), min_size=1, max_size=4, unique=True
+    ),  # unsorted, gaps
+    pairs=sizes(1, 4),
+)
+def test_apply_rope_preserves_norm(hw, seed, positions, pairs):
+    """A rotation keeps the length of every vector."""
+    x = randn(2, len(positions), 2 * pairs, seed=seed, device=hw.device)  # (B, T, d)
+    got = hw.call("rope.apply_rope", x, longs(positions, hw.device))
+    assert_close(
+        torch.linalg.vector_norm(got, dim=-1),
+        torch.linalg.vector_norm(x, dim=-1),
+        f"the norms of apply_rope(x, positions={positions}) along the last axis",
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.public
+@examples(8)
+@given(
+    seed=seeds,
+    positions=st.lists(st.integers(0, 60), min_size=2, max_size=4, unique=True),
+    shift=st.integers(1, 40),
+)
+def test_apply_rope_relative_offset(hw, seed, positions, shift):
+    """<apply_rope(q, m), apply_rope(k, n)> depends only on n - m (unsorted, gapped positions)."""
+    t, d = len(positions), 6
+    q = randn(2, t, d, seed=seed, device=hw.device)  # (B, T, d)
+    k = randn(2, t, d, seed=seed + 1, device=hw.device)
+    pos = longs(positions, hw.device)
+    relative = pos[None, :] - pos[:, None]  # (T, T): n - m
+    # <q_i, R(p_j - p_i) k_j>: only the offset enters  (B, T, T)
+    expected = (q[:, :, None, :] * rope_oracle(k[:, None, :, :], relative)).sum(-1)
+    for where in (pos, pos + shift):
+        rq = hw.call("rope.apply_rope", q, where)
+        rk = hw.call("rope.apply_rope", k, where)
+        assert_close(
+            rq @ rk.transpose(-1, -2),
+            expected,
+            f"<apply_rope(q, m), apply_rope(k, n)> at positions {where.tolist()}",
+        )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_apply_rope_errors(hw):
+    """positions of a shape other than (T,), or an odd d_head, raise ValueError."""
+    x = randn(2, 3, 8, seed=44, device=hw.device)  # (B, T=3, d=8)
+    hw.call("rope.apply_rope", x, longs([0, 4, 2], hw.device))  # valid: must not raise
+    for bad in (longs([0, 1, 2, 3], hw.device), longs([[0, 1, 2]], hw.device)):
+        raises_value_error(
+            f"apply_rope(x (2, 3, 8), positions of shape {tuple(bad.shape)})",
+            ["positions"],
+            hw.call,
+            "rope.apply_rope",
+            x,
+            bad,
+        )
+    odd = randn(2, 3, 7, seed=45, device=hw.device)  # d_head = 7
+    raises_value_error(
+        "apply_rope(x (2, 3, 7), positions) with an odd d_head",
+        ["d_head", "x", "d_h", "d"],
+        hw.call,
+        "rope.apply_rope",
+        odd,
+        longs([0, 1, 2], hw.device),
+    )

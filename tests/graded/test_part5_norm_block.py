@@ -1,0 +1,422 @@
+"""Part 5: LayerNorm, RMSNorm, the feed-forward network, pre- and post-norm blocks (SPEC.md 5).
+
+Oracles are torch's own ``F.layer_norm``, ``F.rms_norm``, ``F.linear`` and
+``F.scaled_dot_product_attention`` in float64 with the same random weights loaded into the
+student's modules, so a block that mixes up the residual or the order of the norms shows.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.graded.compare import assert_close, assert_exact
+from tests.graded.strategies import randn, random_state
+
+pytestmark = pytest.mark.part(5)
+
+F64 = torch.float64
+D, H, D_FF = 8, 2, 12  # model width, heads, feed-forward width (d_h = 4)
+
+
+# Oracles ------------------------------------------------------------------------------------
+def layer_norm(x, sd, name, eps=1e-5):
+    return F.layer_norm(
+        x, x.shape[-1:], sd[f"{name}.weight"], sd[f"{name}.bias"], eps=eps
+    )
+
+
+def layer_norm_unbiased(x, sd, name, eps=1e-5):
+    """The mistake: variance divided by d - 1."""
+    var = x.var(dim=-1, keepdim=True, unbiased=True)
+    return (x - x.mean(-1, keepdim=True)) / torch.sqrt(var + eps) * sd[
+        f"{name}.weight"
+    ] + sd[f"{name}.bias"]
+
+
+def layer_norm_eps_outside(x, sd, name, eps=1e-5):
+    """The mistake: ``sqrt(var) + eps``."""
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - x.mean(-1, keepdim=True)) / (torch.sqrt(var) + eps) * sd[
+        f"{name}.weight"
+    ] + sd[f"{name}.bias"]
+
+
+def layer_norm_suspects(x, sd, eps, name="ln"):
+    return {
+        "LayerNorm with the unbiased variance (divide by d - 1); it must divide by d": (
+            lambda: layer_norm_unbiased(x, sd, name, eps)
+        ),
+        "eps added outside the square root: use sqrt(var + eps)": (
+            lambda: layer_norm_eps_outside(x, sd, name, eps)
+        ),
+    }
+
+
+def rms_suspects(x, weight, eps):
+    ms = (x * x).mean(-1, keepdim=True)
+    centered = x - x.mean(-1, keepdim=True)
+    return {
+        "RMSNorm subtracts the mean; it must not (that is LayerNorm)": lambda: (
+            F.rms_norm(centered, x.shape[-1:], weight, eps=eps)
+        ),
+        "eps added outside the square root: use sqrt(mean(x^2) + eps)": lambda: (
+            x / (torch.sqrt(ms) + eps) * weight
+        ),
+    }
+
+
+def feed_forward(x, sd, prefix="ffn."):
+    hidden = F.relu(F.linear(x, sd[prefix + "fc1.weight"], sd[prefix + "fc1.bias"]))
+    return F.linear(hidden, sd[prefix + "fc2.weight"], sd[prefix + "fc2.bias"])
+
+
+def attention(x, sd, mask, prefix="attn."):
+    """Multi-head self-attention with the loaded projections; ``mask`` True = prohibited."""
+    batch, t, d = x.shape
+
+    def heads(name):  # (B, h, T, d_h)
+        y = F.linear(x, sd[f"{prefix}{name}.weight"], sd[f"{prefix}{name}.bias"])
+        return y.view(batch, t, H, d // H).transpose(1, 2)
+
+    out = F.scaled_dot_product_attention(
+        heads("q_proj"), heads("k_proj"), heads("v_proj"), attn_mask=~mask
+    )  # (B, h, T, d_h)
+    out = out.transpose(1, 2).reshape(batch, t, d)
+    return F.linear(out, sd[f"{prefix}out_proj.weight"], sd[f"{prefix}out_proj.bias"])
+
+
+def pre_norm(x, sd, mask):
+    h = x + attention(layer_norm(x, sd, "ln1"), sd, mask)
+    return h + feed_forward(layer_norm(h, sd, "ln2"), sd)
+
+
+def post_norm(x, sd, mask):
+    h = layer_norm(x + attention(x, sd, mask), sd, "ln1")
+    return layer_norm(h + feed_forward(h, sd), sd, "ln2")
+
+
+def pre_norm_residual_of_normalized(x, sd, mask):
+    """The course notebook's mistake: the residual adds ``ln1(x)``, not ``x``."""
+    n = layer_norm(x, sd, "ln1")
+    h = n + attention(n, sd, mask)
+    return h + feed_forward(layer_norm(h, sd, "ln2"), sd)
+
+
+def pre_norm_residuals_of_normalized(x, sd, mask):
+    """The same mistake in both sub-layers: ``ln(x) + f(ln(x))``."""
+    n = layer_norm(x, sd, "ln1")
+    h = n + attention(n, sd, mask)
+    n2 = layer_norm(h, sd, "ln2")
+    return n2 + feed_forward(n2, sd)
+
+
+RESIDUAL = "the residual adds the normalized tensor (h = ln1(x) + attn(ln1(x))); add the incoming x"
+RESIDUALS = "the residuals add the normalized tensors (ln(x) + f(ln(x))); add the incoming tensors"
+
+
+def block_suspects(x, sd, mask, form):
+    if form == "pre":
+        return {
+            "pre- and post-norm swapped (this is the post-norm order)": lambda: (
+                post_norm(x, sd, mask)
+            ),
+            RESIDUAL: lambda: pre_norm_residual_of_normalized(x, sd, mask),
+            RESIDUALS: lambda: pre_norm_residuals_of_normalized(x, sd, mask),
+        }
+    return {
+        "pre- and post-norm swapped (this is the pre-norm order)": lambda: pre_norm(
+            x, sd, mask
+        ),
+    }
+
+
+def causal(t, device):
+    """(T, T) bool, True = key in the future (prohibited)."""
+    return torch.ones(t, t, dtype=torch.bool, device=device).triu(1)
+
+
+def block_state(seed, device):
+    """Random weights for every parameter SPEC.md names in a block; norms near 1."""
+    shapes = {
+        "ln1.weight": (D,),
+        "ln1.bias": (D,),
+        "ln2.weight": (D,),
+        "ln2.bias": (D,),
+        "ffn.fc1.weight": (D_FF, D),
+        "ffn.fc1.bias": (D_FF,),
+        "ffn.fc2.weight": (D, D_FF),
+        "ffn.fc2.bias": (D,),
+    }
+    for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        shapes[f"attn.{proj}.weight"] = (D, D)
+        shapes[f"attn.{proj}.bias"] = (D,)
+    sd = random_state(shapes, seed, F64, device)
+    for name in ("ln1.weight", "ln2.weight"):
+        sd[name] = sd[name] + 1.0
+    return sd
+
+
+def new_module(hw, name, *args, dtype=F64, state=None, **kwargs):
+    """Construct, move to the test's device and dtype, then load ``state`` (names fixed by SPEC)."""
+    module = hw.new(name, *args, **kwargs)
+    module.call("to", device=hw.device, dtype=dtype)
+    if state is not None:
+        module.load_state(state)
+    return module
+
+
+def check_parameters(module, expected, what):
+    """The named parameters exist with these exact initial values."""
+    state = module.state_dict()
+    for name, value in expected.items():
+        if name not in state:
+            raise AssertionError(f"{what} has no parameter named {name!r}")
+        assert_exact(
+            state[name].to(value.device), value, f"{what}.{name} at initialization"
+        )
+
+
+# LayerNorm -----------------------------------------------------------------------------------
+@pytest.mark.points(2)
+@pytest.mark.public
+def test_layer_norm_matches_torch(hw):
+    """Biased variance, eps inside the square root: nn.LayerNorm's numbers."""
+    x = randn(2, 3, 6, seed=50, device=hw.device, scale=2.0) + 0.5  # (B, T, d)
+    ones = torch.ones(6, dtype=F64, device=hw.device)
+    init = {"ln.weight": ones, "ln.bias": torch.zeros_like(ones)}
+
+    norm = new_module(hw, "norm.LayerNorm", 6)
+    check_parameters(
+        norm, {"weight": ones, "bias": torch.zeros_like(ones)}, "LayerNorm(6)"
+    )
+    assert_close(
+        norm(x),
+        layer_norm(x, init, "ln"),
+        "LayerNorm(6) with the default eps=1e-5",
+        likely={
+            **layer_norm_suspects(x, init, 1e-5),
+            "LayerNorm's default eps must be 1e-5": lambda: layer_norm(
+                x, init, "ln", eps=1e-6
+            ),
+        },
+    )
+
+    # loaded weight and bias, a large eps so where it goes matters
+    sd = random_state({"ln.weight": (6,), "ln.bias": (6,)}, 51, F64, hw.device)
+    state = {"weight": sd["ln.weight"], "bias": sd["ln.bias"]}
+    norm = new_module(hw, "norm.LayerNorm", 6, eps=0.1, state=state)
+    assert_close(
+        norm(x),
+        layer_norm(x, sd, "ln", eps=0.1),
+        "LayerNorm(6, eps=0.1) with loaded weight and bias",
+        likely=layer_norm_suspects(x, sd, 0.1),
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_layer_norm_float32(hw):
+    """float32 in, float32 out, with loaded weight and bias."""
+    x = randn(3, 5, seed=52, dtype=torch.float32, device=hw.device) * 3 - 1  # (T, d)
+    sd = random_state({"ln.weight": (5,), "ln.bias": (5,)}, 53, F64, hw.device)
+    norm = new_module(hw, "norm.LayerNorm", 5, dtype=torch.float32)
+    norm.load_state({"weight": sd["ln.weight"].float(), "bias": sd["ln.bias"].float()})
+    x64 = x.double()
+    assert_close(
+        norm(x),
+        layer_norm(x64, sd, "ln").float(),
+        "LayerNorm(5) on float32",
+        likely=layer_norm_suspects(x64, sd, 1e-5),
+    )
+
+
+# RMSNorm ------------------------------------------------------------------------------------
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_rms_norm_matches_torch(hw):
+    """x / sqrt(mean(x^2) + eps) * weight, eps 1e-6 by default, one parameter ``weight``."""
+    x = randn(2, 3, 6, seed=54, device=hw.device) + 0.7  # (B, T, d), mean far from 0
+    ones = torch.ones(6, dtype=F64, device=hw.device)
+    norm = new_module(hw, "norm.RMSNorm", 6)
+    check_parameters(norm, {"weight": ones}, "RMSNorm(6)")
+    if "bias" in norm.state_dict():
+        raise AssertionError("RMSNorm has a parameter 'bias'; it must have none")
+    assert_close(
+        norm(x),
+        F.rms_norm(x, (6,), ones, eps=1e-6),
+        "RMSNorm(6) with the default eps=1e-6",
+        likely={
+            **rms_suspects(x, ones, 1e-6),
+            "RMSNorm's default eps must be 1e-6 (not 1e-5)": lambda: F.rms_norm(
+                x, (6,), ones, eps=1e-5
+            ),
+            "RMSNorm's default eps must be 1e-6 (not 1e-8)": lambda: F.rms_norm(
+                x, (6,), ones, eps=1e-8
+            ),
+        },
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_rms_norm_loaded_weight(hw):
+    """A loaded weight and a large eps, in float64 and float32."""
+    weight = randn(5, seed=55, device=hw.device) + 1.0
+    for dtype in (F64, torch.float32):
+        x = randn(4, 5, seed=56, dtype=dtype, device=hw.device) + 0.5  # (T, d)
+        norm = new_module(
+            hw,
+            "norm.RMSNorm",
+            5,
+            eps=0.05,
+            dtype=dtype,
+            state={"weight": weight.to(dtype)},
+        )
+        x64 = x.double()
+        assert_close(
+            norm(x),
+            F.rms_norm(x64, (5,), weight, eps=0.05).to(dtype),
+            f"RMSNorm(5, eps=0.05) with a loaded weight on {dtype}",
+            likely=rms_suspects(x64, weight, 0.05),
+        )
+
+
+# FeedForward ---------------------------------------------------------------------------------
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_feed_forward_matches_oracle(hw):
+    """fc2(relu(fc1(x))), position by position."""
+    shapes = {
+        "fc1.weight": (7, 4),
+        "fc1.bias": (7,),
+        "fc2.weight": (4, 7),
+        "fc2.bias": (4,),
+    }
+    sd = random_state(shapes, 57, F64, hw.device, scale=1.0)
+    ffn = new_module(hw, "block.FeedForward", 4, 7, state=sd)
+    x = randn(2, 3, 4, seed=58, device=hw.device)  # (B, T, D)
+    assert_close(ffn(x), feed_forward(x, sd, prefix=""), "FeedForward(4, 7)(x)")
+
+
+# Blocks -------------------------------------------------------------------------------------
+@pytest.mark.points(2)
+@pytest.mark.public
+def test_pre_norm_block_matches_oracle(hw):
+    """h = x + attn(ln1(x)); out = h + ffn(ln2(h)), causal, batch of 2."""
+    sd = block_state(60, hw.device)
+    block = new_module(hw, "block.PreNormBlock", D, H, D_FF, state=sd)
+    x = randn(2, 5, D, seed=61, device=hw.device)  # (B, T, D)
+    mask = causal(5, hw.device)
+    assert_close(
+        block(x, mask=mask),
+        pre_norm(x, sd, mask),
+        "PreNormBlock(8, 2, 12)(x, causal mask)",
+        likely=block_suspects(x, sd, mask, "pre"),
+    )
+
+
+@pytest.mark.points(2)
+@pytest.mark.hidden
+def test_post_norm_block_matches_oracle(hw):
+    """h = ln1(x + attn(x)); out = ln2(h + ffn(h)), causal, batch of 2, float64 and float32."""
+    sd = block_state(62, hw.device)
+    mask = causal(4, hw.device)
+    for dtype in (F64, torch.float32):
+        block = new_module(
+            hw,
+            "block.PostNormBlock",
+            D,
+            H,
+            D_FF,
+            dtype=dtype,
+            state={k: v.to(dtype) for k, v in sd.items()},
+        )
+        x = randn(2, 4, D, seed=63, dtype=dtype, device=hw.device)  # (B, T, D)
+        x64 = x.double()
+        assert_close(
+            block(x, mask=mask),
+            post_norm(x64, sd, mask).to(dtype),
+            f"PostNormBlock(8, 2, 12)(x, causal mask) on {dtype}",
+            likely=block_suspects(x64, sd, mask, "post"),
+        )
+
+
+@pytest.mark.points(2)
+@pytest.mark.public
+def test_pre_norm_block_zeroed_branch(hw):
+    """Both branches zeroed: exactly x (the notebook's LN(x) is wrong); attention alone: x + ffn(ln2(x))."""
+    sd = block_state(64, hw.device)
+    fc2 = {name: sd[name] for name in ("ffn.fc2.weight", "ffn.fc2.bias")}
+    for name in ("attn.out_proj.weight", "attn.out_proj.bias", *fc2):
+        sd[name] = torch.zeros_like(sd[name])
+    block = new_module(hw, "block.PreNormBlock", D, H, D_FF, state=sd)
+    x = randn(2, 4, D, seed=65, device=hw.device)  # (B, T, D)
+    mask = causal(4, hw.device)
+    ln1 = layer_norm(x, sd, "ln1")
+    assert_exact(
+        block(x, mask=mask),
+        x,
+        "PreNormBlock with attn.out_proj and ffn.fc2 zeroed (should be exactly x)",
+        likely={
+            "the residual adds the normalized tensor: the block returns LN(x) instead of x": ln1,
+            "the block returns ln2(ln1(x)) instead of x: the residuals add the normalized "
+            "tensors, or the norms come after the additions (post-norm order)": lambda: (
+                layer_norm(ln1, sd, "ln2")
+            ),
+        },
+    )
+
+    sd.update(fc2)  # the feed-forward branch back: x + ffn(ln2(x))
+    block.load_state(fc2)
+    assert_close(
+        block(x, mask=mask),
+        x + feed_forward(layer_norm(x, sd, "ln2"), sd),
+        "PreNormBlock with attn.out_proj zeroed (should be x + ffn(ln2(x)))",
+        likely={
+            RESIDUAL: lambda: pre_norm_residual_of_normalized(x, sd, mask),
+            RESIDUALS: lambda: pre_norm_residuals_of_normalized(x, sd, mask),
+            "pre- and post-norm swapped (this is the post-norm order)": lambda: (
+                post_norm(x, sd, mask)
+            ),
+        },
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_post_norm_block_zeroed_branch(hw):
+    """Both branches zeroed, post-norm still normalizes: ln2(ln1(x)), unlike pre-norm's x."""
+    sd = block_state(66, hw.device)
+    for name in (
+        "attn.out_proj.weight",
+        "attn.out_proj.bias",
+        "ffn.fc2.weight",
+        "ffn.fc2.bias",
+    ):
+        sd[name] = torch.zeros_like(sd[name])
+    block = new_module(hw, "block.PostNormBlock", D, H, D_FF, state=sd)
+    x = randn(2, 4, D, seed=67, device=hw.device)  # (B, T, D)
+    assert_close(
+        block(x, mask=causal(4, hw.device)),
+        layer_norm(layer_norm(x, sd, "ln1"), sd, "ln2"),
+        "PostNormBlock with attn.out_proj and ffn.fc2 zeroed (should be ln2(ln1(x)))",
+        likely={"pre- and post-norm swapped (this is the pre-norm order)": x},
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_pre_norm_block_with_cache(hw):
+    """Token by token through a KVCache gives the full causal pass (batch of 2)."""
+    sd = block_state(68, hw.device)
+    block = new_module(hw, "block.PreNormBlock", D, H, D_FF, state=sd)
+    x = randn(2, 4, D, seed=69, device=hw.device)  # (B, T, D)
+    cache = hw.new("gqa.KVCache", 2, H, 4, D // H, device=hw.device, dtype=F64)
+    steps = [block(x[:, t : t + 1], cache=cache) for t in range(4)]  # (B, 1, D) each
+    assert_close(
+        torch.cat(steps, dim=1),
+        pre_norm(x, sd, causal(4, hw.device)),
+        "PreNormBlock fed one token at a time with a KVCache",
+    )

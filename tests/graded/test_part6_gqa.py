@@ -1,0 +1,515 @@
+"""Part 6: grouped-query attention, RoPE at absolute positions, the KV cache (SPEC.md part 6).
+
+The oracle is ``F.scaled_dot_product_attention(..., is_causal=True, enable_gqa=True)`` in float64
+on the loaded projections, with RoPE applied by the direct interleaved formula. Shapes keep
+``n_heads != n_kv_heads`` and batch 2 so that tiled kv heads, caches of ``h_q`` heads and
+positions that restart at 0 in every cached step all show.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+
+from autograder.protocol import StudentError, expect_student_error
+from tests.graded.compare import LIKELY, assert_close, assert_exact
+from tests.graded.strategies import examples, randn, random_state, seeds, sizes
+
+pytestmark = pytest.mark.part(6)
+
+F64 = torch.float64
+B, T, D, H, H_KV = 2, 5, 24, 4, 2  # d_h = 6, two query heads per kv head
+
+
+# Oracles ------------------------------------------------------------------------------------
+def rope(x, positions, base=10000.0):
+    """Interleaved RoPE of SPEC.md part 4 on x (..., T, d), float64."""
+    d = x.shape[-1]
+    i = torch.arange(d // 2, dtype=F64, device=x.device)
+    angle = positions.double()[:, None] * base ** (-2 * i / d)  # (T, d/2)
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = torch.stack(
+        (a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()), -1
+    )
+    return out.flatten(-2)  # (..., T, d)
+
+
+def gqa_state(seed, device, d_model=D, n_heads=H, n_kv=H_KV, dtype=F64):
+    d_h = d_model // n_heads
+    shapes = {
+        "q_proj.weight": (n_heads * d_h, d_model),
+        "k_proj.weight": (n_kv * d_h, d_model),
+        "v_proj.weight": (n_kv * d_h, d_model),
+        "out_proj.weight": (d_model, n_heads * d_h),
+    }
+    return random_state(shapes, seed, dtype, device)
+
+
+def project(x, sd, n_heads, n_kv, positions):
+    """Rotated q (B, h, T, d_h), rotated k and plain v (B, h_kv, T, d_h)."""
+    batch, t, _ = x.shape
+    d_h = sd["q_proj.weight"].shape[0] // n_heads
+
+    def heads(name, n):
+        return F.linear(x, sd[name]).view(batch, t, n, d_h).transpose(1, 2)
+
+    q, k = heads("q_proj.weight", n_heads), heads("k_proj.weight", n_kv)
+    return rope(q, positions), rope(k, positions), heads("v_proj.weight", n_kv)
+
+
+def gqa_oracle(x, sd, n_heads=H, n_kv=H_KV, positions=None, tile=False, use_rope=True):
+    """Causal GQA in float64; ``positions`` (T,) for RoPE, default arange(T).
+
+    ``tile=True`` gives the tiled-kv-heads mistake, ``use_rope=False`` no rotation at all.
+    """
+    x = x.double()
+    batch, t, _ = x.shape
+    if positions is None:
+        positions = torch.arange(t, device=x.device)
+    if not use_rope:
+        positions = torch.zeros_like(positions)
+    q, k, v = project(x, sd, n_heads, n_kv, positions)
+    if tile:  # [k0, k1, k0, k1] instead of [k0, k0, k1, k1]
+        reps = (1, n_heads // n_kv, 1, 1)
+        out = F.scaled_dot_product_attention(
+            q, k.repeat(reps), v.repeat(reps), is_causal=True
+        )
+    else:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    out = out.transpose(1, 2).reshape(batch, t, -1)  # (B, T, h*d_h)
+    return F.linear(out, sd["out_proj.weight"])
+
+
+def gqa_suspects(x, sd, n_heads=H, n_kv=H_KV):
+    return {
+        "kv heads tiled ([k0, k1, k0, k1]) instead of interleaved ([k0, k0, k1, k1]): "
+        "query head j must use kv head j // n_rep": lambda: gqa_oracle(
+            x, sd, n_heads, n_kv, tile=True
+        ),
+        "RoPE not applied to q and k": lambda: gqa_oracle(
+            x, sd, n_heads, n_kv, use_rope=False
+        ),
+    }
+
+
+def restarting_positions(chunks, device):
+    """The mistake of cached decoding: every chunk's positions restart at 0."""
+    return torch.cat([torch.arange(c, device=device) for c in chunks])
+
+
+NOT_OFFSET = (
+    "RoPE positions not offset by the cache length: with a cache, q and k sit at "
+    "cache.length + arange(T)"
+)
+AT_ZERO = (
+    "every token rotated as position 0: RoPE positions not offset by the cache length "
+    "(cache.length + arange(T)), or no RoPE at all"
+)
+
+
+def new_gqa(hw, sd, *args, dtype=F64):
+    module = hw.new("gqa.GroupedQueryAttention", *args)
+    module.call("to", device=hw.device, dtype=dtype)
+    module.load_state({k: v.to(dtype) for k, v in sd.items()})
+    return module
+
+
+def decode(hw, gqa, x, chunks, n_cache_heads, d_h, max_len, dtype=F64):
+    """Feed ``x`` chunk by chunk through ``gqa`` with a fresh cache; (outputs (B, T, D), cache)."""
+    cache = hw.new(
+        "gqa.KVCache",
+        x.shape[0],
+        n_cache_heads,
+        max_len,
+        d_h,
+        device=hw.device,
+        dtype=dtype,
+    )
+    outs, start = [], 0
+    for c in chunks:
+        outs.append(gqa(x[:, start : start + c], cache=cache))  # (B, c, D)
+        start += c
+    return torch.cat(outs, dim=1), cache
+
+
+def cached_decode(hw, gqa, x, chunks, n_heads, n_kv, d_h, max_len):
+    """``decode`` with a cache of ``n_kv`` heads; if that fails but ``n_heads`` heads work,
+    the module stores the repeated query heads: say so."""
+    try:
+        return decode(hw, gqa, x, chunks, n_kv, d_h, max_len)
+    except StudentError as err:
+        if n_heads != n_kv:
+            try:
+                decode(hw, gqa, x, chunks, n_heads, d_h, max_len)
+            except StudentError:
+                pass
+            else:
+                raise AssertionError(
+                    f"cached decoding with a KVCache of n_kv_heads={n_kv} heads raised "
+                    f"{err.type_name}: {err.message}\n{LIKELY} the cache receives n_heads "
+                    "(repeated) key/value heads; append the n_kv_heads rotated keys and values, "
+                    "and repeat them only for the attention"
+                ) from None
+        raise
+
+
+def raises_value_error(what, names, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` raises ValueError whose message names one of ``names``."""
+    try:
+        with expect_student_error(ValueError) as box:
+            fn(*args, **kwargs)
+    except AssertionError as err:
+        raise AssertionError(f"{what}: {err}") from None
+    assert_names(box, *names)
+
+
+def assert_names(box, *names):
+    """The ValueError's message names the argument (any of ``names``, as whole words)."""
+    message = box["error"].message
+    if not any(re.search(rf"\b{re.escape(n)}\b", message) for n in names):
+        raise AssertionError(
+            f"the ValueError's message should name {' or '.join(names)}; it says: {message!r}"
+        )
+
+
+# kv_cache_numel and repeat_kv -----------------------------------------------------------------
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_kv_cache_numel(hw):
+    """2 * B * L * T * h_kv * d_h elements (keys AND values), as a Python int."""
+    cases = [(1, 1, 1, 1, 1), (2, 3, 5, 4, 8), (3, 2, 7, 1, 6), (4, 12, 1024, 8, 64)]
+    got = []
+    for args in cases:
+        value = hw.call("gqa.kv_cache_numel", *args)
+        if type(value) is not int:
+            raise AssertionError(
+                f"kv_cache_numel{args} should return an int, got {type(value).__name__}"
+            )
+        got.append(value)
+    product = torch.tensor([b * l * t * h * d for b, l, t, h, d in cases])
+    assert_exact(
+        torch.tensor(got),
+        2 * product,
+        f"kv_cache_numel on {cases}",
+        likely={
+            "the factor 2 is missing (keys AND values are cached)": product,
+            "counts bytes (4 per float32 element), not elements": 8 * product,
+            "counts bytes (2 per 16-bit element), not elements": 4 * product,
+            "counts bytes (8 per float64 element), not elements": 16 * product,
+        },
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_repeat_kv_interleaves(hw):
+    """Query head j uses kv head j // n_rep: [k0, k0, k1, k1], never [k0, k1, k0, k1]."""
+    for shape, n_rep in (((2, 3, 4, 5), 2), ((1, 2, 3, 4), 3), ((2, 2, 3, 2), 1)):
+        x = randn(*shape, seed=70 + n_rep, device=hw.device)  # (B, h_kv, T, d)
+        assert_exact(
+            hw.call("gqa.repeat_kv", x, n_rep),
+            x.repeat_interleave(n_rep, dim=1),
+            f"repeat_kv(x {shape}, n_rep={n_rep})",
+            likely={
+                "kv heads tiled ([k0, k1, k0, k1]) instead of each repeated n_rep times in "
+                "place ([k0, k0, k1, k1])": x.repeat(1, n_rep, 1, 1)
+            },
+        )
+
+
+# KVCache ------------------------------------------------------------------------------------
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_kv_cache_append(hw):
+    """Preallocated (B, h_kv, max_len, d_head); append writes at length, returns the prefix."""
+    cache = hw.new("gqa.KVCache", 2, 3, 6, 4, device=hw.device)
+    k = cache.attr("k")
+    if tuple(k.shape) != (2, 3, 6, 4) or k.dtype != torch.float32:
+        raise AssertionError(
+            f"KVCache(2, 3, 6, 4).k should be float32 of shape (2, 3, 6, 4) (B, h_kv, max_len, "
+            f"d_head), got {k.dtype} {tuple(k.shape)}"
+        )
+
+    cache = hw.new("gqa.KVCache", 2, 3, 6, 4, device=hw.device, dtype=F64)
+    for name in ("k", "v"):
+        tensor = cache.attr(name)
+        if tuple(tensor.shape) != (2, 3, 6, 4) or tensor.dtype != F64:
+            raise AssertionError(
+                f"KVCache(..., dtype=float64).{name} should be float64 (2, 3, 6, 4), got "
+                f"{tensor.dtype} {tuple(tensor.shape)}"
+            )
+        if tensor.device.type != hw.device.type:
+            raise AssertionError(
+                f"KVCache.{name} is on {tensor.device}, not {hw.device}"
+            )
+    assert cache.attr("length") == 0, "a new KVCache should have length 0"
+
+    ks = [randn(2, 3, t, 4, seed=72 + t, device=hw.device) for t in (2, 3)]
+    vs = [randn(2, 3, t, 4, seed=82 + t, device=hw.device) for t in (2, 3)]
+    filled = 0
+    for k_new, v_new in zip(ks, vs):
+        filled += k_new.shape[2]
+        k_all, v_all = cache.call("append", k_new, v_new)
+        k_seen = torch.cat(ks, dim=2)[:, :, :filled]
+        v_seen = torch.cat(vs, dim=2)[:, :, :filled]
+        assert_exact(k_all, k_seen, f"the keys append returns after {filled} positions")
+        assert_exact(
+            v_all, v_seen, f"the values append returns after {filled} positions"
+        )
+        length = cache.attr("length")
+        assert length == filled, f"KVCache.length is {length} after {filled} positions"
+    assert_exact(cache.attr("k")[:, :, :5], torch.cat(ks, dim=2), "KVCache.k[:, :, :5]")
+    assert_exact(cache.attr("v")[:, :, :5], torch.cat(vs, dim=2), "KVCache.v[:, :, :5]")
+
+    cache.call("reset")
+    assert cache.attr("length") == 0, "KVCache.length should be 0 after reset()"
+    k_all, v_all = cache.call("append", vs[0], ks[0])  # writes at 0 again
+    assert_exact(k_all, vs[0], "the keys append returns after reset()")
+    assert_exact(v_all, ks[0], "the values append returns after reset()")
+
+
+@pytest.mark.points(2)
+@pytest.mark.hidden
+def test_kv_cache_errors(hw):
+    """Overflow raises and writes nothing; another dtype, device or shape raises ValueError."""
+    cache = hw.new("gqa.KVCache", 2, 2, 5, 4, device=hw.device, dtype=F64)
+    k_new = randn(2, 2, 3, 4, seed=90, device=hw.device)  # (B, h_kv, t=3, d_head)
+    v_new = randn(2, 2, 3, 4, seed=91, device=hw.device)
+    cache.call("append", k_new, v_new)  # valid: length 3
+    k_before = cache.attr("k").clone()
+    v_before = cache.attr("v").clone()
+
+    k_more = randn(2, 2, 3, 4, seed=92, device=hw.device)  # 3 + 3 > max_len = 5
+    v_more = randn(2, 2, 3, 4, seed=93, device=hw.device)
+    raises_value_error(
+        "appending 3 positions to a KVCache(max_len=5) holding 3",
+        ["max_len", "length", "k_new", "v_new"],
+        cache.call,
+        "append",
+        k_more,
+        v_more,
+    )
+    length = cache.attr("length")
+    assert length == 3, f"an overflowing append changed length from 3 to {length}"
+    for name, before, more in (("k", k_before, k_more), ("v", v_before, v_more)):
+        partial = before.clone()
+        partial[:, :, 3:] = more[:, :, :2]
+        assert_exact(
+            cache.attr(name),
+            before,
+            f"KVCache.{name} after an overflowing append (nothing may be written)",
+            likely={"the overflowing append wrote the positions that fit": partial},
+        )
+
+    bad = {
+        "float32 keys and values in a float64 cache": (
+            k_more[:, :, :1].float(),
+            v_more[:, :, :1].float(),
+        ),
+        "3 kv heads in a cache of 2": (
+            randn(2, 3, 1, 4, seed=94, device=hw.device),
+            randn(2, 3, 1, 4, seed=95, device=hw.device),
+        ),
+        "d_head 6 in a cache of d_head 4": (
+            randn(2, 2, 1, 6, seed=96, device=hw.device),
+            randn(2, 2, 1, 6, seed=97, device=hw.device),
+        ),
+        "batch 1 in a cache of batch 2": (k_more[:1, :, :1], v_more[:1, :, :1]),
+    }
+    for what, (k_bad, v_bad) in bad.items():
+        raises_value_error(
+            f"KVCache.append with {what}",
+            ["k_new", "v_new", "dtype", "shape"],
+            cache.call,
+            "append",
+            k_bad,
+            v_bad,
+        )
+
+    # another device: a cache elsewhere ("meta" when testing on the CPU)
+    elsewhere = "cpu" if hw.device.type != "cpu" else "meta"
+    other = hw.new("gqa.KVCache", 2, 2, 5, 4, device=elsewhere, dtype=F64)
+    raises_value_error(
+        f"KVCache.append of {hw.device.type} tensors to a cache on {elsewhere}",
+        ["k_new", "v_new", "device"],
+        other.call,
+        "append",
+        k_new,
+        v_new,
+    )
+
+
+# GroupedQueryAttention ---------------------------------------------------------------------
+@pytest.mark.points(2)
+@pytest.mark.public
+def test_gqa_matches_oracle(hw):
+    """4 query heads on 2 kv heads, RoPE, causal, batch of 2: F.sdpa(enable_gqa=True)."""
+    sd = gqa_state(100, hw.device)
+    gqa = new_gqa(hw, sd, D, H, H_KV)
+    for name, value in (("n_heads", H), ("n_kv_heads", H_KV), ("d_head", D // H)):
+        got = gqa.attr(name)
+        assert got == value, (
+            f"GroupedQueryAttention(24, 4, 2).{name} is {got}, not {value}"
+        )
+    x = randn(B, T, D, seed=101, device=hw.device)  # (B, T, D)
+    assert_close(
+        gqa(x),
+        gqa_oracle(x, sd),
+        "GroupedQueryAttention(24, 4, 2)(x (2, 5, 24))",
+        likely=gqa_suspects(x, sd),
+    )
+
+
+@pytest.mark.points(2)
+@pytest.mark.public
+def test_gqa_cached_decoding(hw):
+    """One token at a time through a KVCache (longer than needed) equals one full causal pass."""
+    sd = gqa_state(102, hw.device)
+    gqa = new_gqa(hw, sd, D, H, H_KV)
+    x = randn(B, T, D, seed=103, device=hw.device)  # (B, T, D)
+    chunks = [1] * T
+    got, cache = cached_decode(hw, gqa, x, chunks, H, H_KV, D // H, max_len=T + 2)
+    assert_close(
+        got,
+        gqa_oracle(x, sd),
+        "GroupedQueryAttention fed one token at a time with a KVCache",
+        likely={
+            AT_ZERO: lambda: gqa_oracle(
+                x, sd, positions=restarting_positions(chunks, hw.device)
+            ),
+            **gqa_suspects(x, sd),
+        },
+    )
+    length = cache.attr("length")
+    assert length == T, f"the cache's length is {length} after {T} tokens"
+    shape = tuple(cache.attr("k").shape)
+    assert shape == (B, H_KV, T + 2, D // H), (
+        f"the cache's k has shape {shape}; it must keep (B, n_kv_heads, max_len, d_head)"
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_gqa_cached_chunks(hw):
+    """Chunks of 2, 1 and 3 tokens through a cache equal one full causal pass."""
+    sd = gqa_state(104, hw.device)
+    gqa = new_gqa(hw, sd, D, H, H_KV)
+    x = randn(B, 6, D, seed=105, device=hw.device)  # (B, T=6, D)
+    chunks = [2, 1, 3]
+    got, _ = cached_decode(hw, gqa, x, chunks, H, H_KV, D // H, max_len=7)
+    assert_close(
+        got,
+        gqa_oracle(x, sd),
+        "GroupedQueryAttention fed chunks of 2, 1 and 3 tokens with a KVCache",
+        likely={
+            NOT_OFFSET: lambda: gqa_oracle(
+                x, sd, positions=restarting_positions(chunks, hw.device)
+            ),
+            **gqa_suspects(x, sd),
+        },
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+@examples(5)
+@given(
+    seed=seeds, batch=sizes(1, 2), t=sizes(1, 4), heads=sizes(1, 3), pairs=sizes(1, 2)
+)
+def test_gqa_equals_multi_head(hw, seed, batch, t, heads, pairs):
+    """n_kv_heads == n_heads is plain multi-head attention with RoPE."""
+    d_model = heads * 2 * pairs
+    sd = gqa_state(seed, hw.device, d_model, heads, heads)
+    gqa = new_gqa(hw, sd, d_model, heads, heads)
+    x = randn(batch, t, d_model, seed=seed + 1, device=hw.device)
+    q, k, v = project(x, sd, heads, heads, torch.arange(t, device=hw.device))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, h, T, d_h)
+    expected = F.linear(
+        out.transpose(1, 2).reshape(batch, t, d_model), sd["out_proj.weight"]
+    )
+    assert_close(
+        gqa(x),
+        expected,
+        f"GroupedQueryAttention({d_model}, {heads}, {heads}) (multi-head) on x {tuple(x.shape)}",
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_gqa_multi_query_float32(hw):
+    """n_kv_heads == 1 (multi-query attention), in float32."""
+    sd = gqa_state(106, hw.device, d_model=12, n_heads=3, n_kv=1)
+    gqa = new_gqa(hw, sd, 12, 3, 1, dtype=torch.float32)
+    x = randn(2, 4, 12, seed=107, dtype=torch.float32, device=hw.device)  # (B, T, D)
+    assert_close(
+        gqa(x),
+        gqa_oracle(x, sd, 3, 1).float(),
+        "GroupedQueryAttention(12, 3, 1)(x float32 (2, 4, 12))",
+        likely=gqa_suspects(x.double(), sd, 3, 1),
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+@examples(5)
+@given(
+    seed=seeds,
+    batch=sizes(1, 2),
+    n_kv=sizes(1, 2),
+    n_rep=sizes(1, 3),
+    t=sizes(1, 3),
+    spare=sizes(0, 2),
+)
+def test_gqa_cache_holds_kv_heads(hw, seed, batch, n_kv, n_rep, t, spare):
+    """The cache keeps n_kv_heads rotated keys and values; kv_cache_numel counts its elements."""
+    n_heads, d_h = n_kv * n_rep, 2
+    d_model = n_heads * d_h
+    max_len = t + spare
+    sd = gqa_state(seed, hw.device, d_model, n_heads, n_kv)
+    gqa = new_gqa(hw, sd, d_model, n_heads, n_kv)
+    x = randn(batch, t, d_model, seed=seed + 1, device=hw.device)  # (B, T, D)
+    _, cache = cached_decode(hw, gqa, x, [t], n_heads, n_kv, d_h, max_len)
+    k, v = cache.attr("k"), cache.attr("v")
+    shape = (batch, n_kv, max_len, d_h)
+    assert tuple(k.shape) == shape and tuple(v.shape) == shape, (
+        f"the cache's k and v have shapes {tuple(k.shape)}, {tuple(v.shape)}; expected {shape}"
+    )
+    numel = hw.call("gqa.kv_cache_numel", batch, 1, max_len, n_kv, d_h)
+    assert numel == k.numel() + v.numel(), (
+        f"kv_cache_numel({batch}, 1, {max_len}, {n_kv}, {d_h}) = {numel}, but the cache holds "
+        f"{k.numel() + v.numel()} elements"
+    )
+    _, k_rot, v_plain = project(x, sd, n_heads, n_kv, torch.arange(t, device=hw.device))
+    _, k_plain, _ = project(x, sd, n_heads, n_kv, torch.zeros(t, device=hw.device))
+    assert_close(
+        k[:, :, :t],
+        k_rot,
+        "the keys in the cache (rotated by RoPE)",
+        likely={
+            "the cache holds the keys before RoPE; append the rotated keys": k_plain
+        },
+    )
+    assert_close(v[:, :, :t], v_plain, "the values in the cache")
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_gqa_constructor_errors(hw):
+    """Heads that do not divide, or an odd d_h, raise ValueError naming the sizes."""
+    hw.new("gqa.GroupedQueryAttention", 24, 4, 2)  # valid: must not raise
+    for args, names in (
+        ((24, 4, 3), ("n_heads", "n_kv_heads")),  # 4 % 3 != 0
+        ((20, 3, 1), ("d_model", "n_heads")),  # 20 % 3 != 0
+        ((12, 4, 2), ("d_h", "d_head", "d_model", "n_heads")),  # d_h = 3 is odd
+    ):
+        raises_value_error(
+            f"GroupedQueryAttention{args}",
+            names,
+            hw.new,
+            "gqa.GroupedQueryAttention",
+            *args,
+        )
