@@ -22,7 +22,11 @@ PARTS = {
         Part(3, "Heads and multi-head attention", ("heads.py",), (1,), 14),
         Part(4, "Rotary position embeddings", ("rope.py",), (), 10),
         Part(
-            5, "Normalization and residual blocks", ("norm.py", "block.py"), (1, 3), 14
+            5,
+            "Normalization and residual blocks",
+            ("norm.py", "block.py"),
+            (1, 3, 6),
+            14,
         ),
         Part(
             6, "Grouped-query attention and the KV cache", ("gqa.py",), (1, 2, 3, 4), 14
