@@ -1,0 +1,255 @@
+"""Part 2: boolean attention masks (True means prohibited).
+
+Masks are exact: every expected mask is built here from positions, and the ``likely`` masks
+beside it reproduce known mistakes (diagonal hidden too, the ``t_k > t_q`` offset ignored,
+padding off by one), so a failure can name one.
+"""
+
+import re
+
+import pytest
+import torch
+from hypothesis import given
+
+from autograder.protocol import expect_student_error
+from tests.graded.compare import assert_exact
+from tests.graded.strategies import examples, sizes
+
+pytestmark = pytest.mark.part(2)
+
+CAUSAL = "masks.causal_mask"
+PADDING = "masks.padding_mask"
+ATTENTION = "masks.attention_mask"
+
+
+# Oracles -----------------------------------------------------------------------------------
+def future(t_q: int, t_k: int, shift: int = 0, device="cpu") -> torch.Tensor:
+    """True where key j lies after query i's absolute position ``t_k - t_q + i`` (+ shift)."""
+    query = torch.arange(t_q, device=device)[:, None] + (t_k - t_q) + shift
+    return torch.arange(t_k, device=device)[None, :] > query  # (t_q, t_k)
+
+
+def causal_suspects(t_q: int, t_k: int, device="cpu") -> dict:
+    """The masks of known causal-mask mistakes."""
+    diagonal = "causal mask also hides the diagonal (a query must see its own key)"
+    offset = (
+        "causal mask ignores the t_k > t_q offset (queries are the LAST t_q positions)"
+    )
+    suspects = {offset: future(t_q, t_k, shift=t_q - t_k, device=device)}
+    hides = future(t_q, t_k, shift=-1, device=device)
+    if t_k == t_q:
+        suspects = {diagonal: hides}
+    elif t_k == t_q + 1:  # the two mistakes give the same mask here
+        suspects = {f"{offset}, or {diagonal}": hides}
+    else:
+        suspects[diagonal] = hides
+    suspects[
+        "causal mask inverted (True must mean prohibited, i.e. the future)"
+    ] = ~future(t_q, t_k, device=device)
+    return suspects
+
+
+def padded(lengths: list[int], t: int, device="cpu") -> torch.Tensor:
+    """True at positions >= lengths[b] (right padding): (B, t)."""
+    return (
+        torch.arange(t, device=device)[None, :]
+        >= torch.tensor(lengths, device=device)[:, None]
+    )
+
+
+def padding_suspects(lengths: list[int], t: int, device="cpu") -> dict:
+    pos = torch.arange(t, device=device)[None, :]
+    n = torch.tensor(lengths, device=device)[:, None]
+    return {
+        "padding mask off by one (True from position lengths[b] + 1 on)": pos > n,
+        "padding mask off by one (True from position lengths[b] - 1 on)": pos >= n - 1,
+        "left padding instead of right padding": pos < t - n,
+        "padding mask inverted (True must mean a padded position)": pos < n,
+    }
+
+
+def names_argument(message: str, *names: str) -> bool:
+    """The message mentions one of ``names`` as a word (long names may start a word)."""
+    for name in names:
+        tail = r"(?![A-Za-z0-9_])" if len(name) <= 2 else ""
+        if re.search(
+            rf"(?<![A-Za-z0-9_]){re.escape(name)}{tail}", message, re.IGNORECASE
+        ):
+            return True
+    return False
+
+
+def assert_names(box, *names: str) -> None:
+    message = box["error"].message
+    assert names_argument(message, *names), (
+        f"the ValueError message should name the argument ({' or '.join(names)}); "
+        f"it says: {message!r}"
+    )
+
+
+# causal_mask -------------------------------------------------------------------------------
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_causal_mask_square(hw):
+    """``causal_mask(t)``: True strictly above the diagonal (the future), bool (t, t)."""
+    for t in (1, 4):
+        assert_exact(
+            hw.call(CAUSAL, t),
+            future(t, t),
+            f"causal_mask({t})",
+            likely=causal_suspects(t, t),
+        )
+
+
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_causal_mask_offset(hw):
+    """With t_k > t_q the queries are the last t_q positions, as in cached decoding."""
+    for t_q, t_k in ((3, 7), (1, 5)):
+        assert_exact(
+            hw.call(CAUSAL, t_q, t_k),
+            future(t_q, t_k),
+            f"causal_mask({t_q}, {t_k})",
+            likely=causal_suspects(t_q, t_k),
+        )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+@examples(8)
+@given(t_q=sizes(1, 6), extra=sizes(0, 4))
+def test_causal_mask_any_sizes(hw, t_q, extra):
+    """Every t_q <= t_k: key j is prohibited exactly when j > t_k - t_q + i."""
+    t_k = t_q + extra
+    assert_exact(
+        hw.call(CAUSAL, t_q, t_k),
+        future(t_q, t_k),
+        f"causal_mask({t_q}, {t_k})",
+        likely=causal_suspects(t_q, t_k),
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_causal_mask_device_and_dtype(hw):
+    """``device=`` is honoured and the mask is bool (square and offset)."""
+    for t_q, t_k in ((3, None), (2, 5)):
+        want = future(t_q, t_k or t_q, device=hw.device)
+        got = hw.call(CAUSAL, t_q, t_k, device=hw.device)
+        assert_exact(
+            got,
+            want,
+            f"causal_mask({t_q}, {t_k}, device={hw.device})",
+            likely=causal_suspects(t_q, t_k or t_q, device=hw.device),
+        )
+
+
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_causal_mask_errors(hw):
+    """t_k < t_q, or a size below 1: ValueError naming t_q / t_k."""
+    hw.call(CAUSAL, 3, 5)  # valid: must not raise
+    for args in ((4, 3), (0,), (0, 2), (2, 0)):
+        with expect_student_error(ValueError) as box:
+            hw.call(CAUSAL, *args)
+        assert_names(box, "t_q", "t_k")
+
+
+# padding_mask ------------------------------------------------------------------------------
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_padding_mask_from_tensor(hw):
+    """A LongTensor of lengths: True at positions >= lengths[b], on the lengths' device."""
+    lengths, t = [3, 1, 5], 5
+    got = hw.call(PADDING, torch.tensor(lengths, device=hw.device), t)
+    assert_exact(
+        got,
+        padded(lengths, t, device=hw.device),
+        f"padding_mask({lengths}, {t})",
+        likely=padding_suspects(lengths, t, device=hw.device),
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_padding_mask_from_list(hw):
+    """A plain list of lengths is accepted too."""
+    lengths, t = [2, 4], 4
+    assert_exact(
+        hw.call(PADDING, lengths, t),
+        padded(lengths, t),
+        f"padding_mask({lengths}, {t})",
+        likely=padding_suspects(lengths, t),
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_padding_mask_errors(hw):
+    """A length below 1 or above t: ValueError naming lengths (or t)."""
+    hw.call(PADDING, torch.tensor([1, 3]), 3)  # valid: must not raise
+    with expect_student_error(ValueError) as box:
+        hw.call(PADDING, torch.tensor([0, 2]), 3)
+    assert_names(box, "lengths")
+    with expect_student_error(ValueError) as box:
+        hw.call(PADDING, torch.tensor([2, 4]), 3)
+    assert_names(box, "lengths", "t")
+
+
+# attention_mask ----------------------------------------------------------------------------
+def attention_suspects(lengths: list[int], t: int, causal: bool, device) -> dict:
+    """(B, 1, t, t) masks of known mistakes, including those of the two masks it combines."""
+    keys = padded(lengths, t, device=device)[:, None, None, :]  # (B, 1, 1, t)
+    future_keys = future(t, t, device=device) if causal else False
+    suspects = {
+        "padding applied to the queries instead of the keys": keys.transpose(-2, -1)
+        | future_keys,
+    }
+    for mistake, pad in padding_suspects(lengths, t, device=device).items():
+        suspects[mistake] = pad[:, None, None, :] | future_keys
+    if causal:
+        suspects["padding and causal masks combined with AND instead of OR"] = (
+            keys & future_keys
+        )
+        suspects["causal mask missing"] = keys
+        suspects["causal mask also hides the diagonal"] = keys | future(
+            t, t, shift=-1, device=device
+        )
+    else:
+        suspects["causal mask applied although causal=False"] = keys | future(
+            t, t, device=device
+        )
+    b = len(lengths)
+    return {name: mask.expand(b, 1, t, t) for name, mask in suspects.items()}
+
+
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_attention_mask_causal(hw):
+    """(B, 1, t, t): key padding OR the causal mask."""
+    lengths, t = [4, 2], 4
+    got = hw.call(ATTENTION, torch.tensor(lengths, device=hw.device), t)
+    want = padded(lengths, t, device=hw.device)[:, None, None, :] | future(
+        t, t, device=hw.device
+    )
+    assert_exact(
+        got,
+        want,
+        f"attention_mask({lengths}, {t})",
+        likely=attention_suspects(lengths, t, True, hw.device),
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_attention_mask_not_causal(hw):
+    """causal=False: key padding alone, still (B, 1, t, t)."""
+    lengths, t = [1, 3, 3], 3
+    got = hw.call(ATTENTION, torch.tensor(lengths, device=hw.device), t, causal=False)
+    want = padded(lengths, t, device=hw.device)[:, None, None, :].expand(3, 1, t, t)
+    assert_exact(
+        got,
+        want,
+        f"attention_mask({lengths}, {t}, causal=False)",
+        likely=attention_suspects(lengths, t, False, hw.device),
+    )

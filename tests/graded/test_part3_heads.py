@@ -1,0 +1,453 @@
+"""Part 3: split_heads, merge_heads and MultiHeadAttention.
+
+The oracle is ``torch.nn.MultiheadAttention`` in float64 (``batch_first=True``) with the same
+weights: ``in_proj_weight``/``in_proj_bias`` are the stacked q/k/v projections, masks go to it as
+``(B*h, Tq, Tk)``. The ``likely`` oracles beside it are the formula with one known mistake
+(wrong scale, reshape without transpose, keys and values from ``x``), so a failure can name it.
+Masks are built here, not with the student's part 2, so part 3 stands on its own.
+"""
+
+import math
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+from torch import nn
+
+from autograder.protocol import expect_student_error
+from tests.graded import compare
+from tests.graded.strategies import examples, randn, random_state, seeds, sizes
+
+pytestmark = pytest.mark.part(3)
+
+SPLIT = "heads.split_heads"
+MERGE = "heads.merge_heads"
+MHA = "heads.MultiHeadAttention"
+PROJ = ("q_proj", "k_proj", "v_proj", "out_proj")
+
+SPLIT_NO_T = "split_heads reshapes straight to (B, h, T, d_h) without the transpose"
+MERGE_NO_T = "merge_heads reshapes (B, h, T, d_h) to (B, T, D) without the transpose"
+CROSS_FROM_X = "cross-attention takes keys and values from x instead of context"
+
+
+def on_device(device, likely) -> dict:
+    """The ``likely`` suspects, moved lazily to the device the comparison happens on."""
+
+    def move(value):
+        value = value() if callable(value) else value
+        return None if value is None else value.to(device)
+
+    return {name: (lambda v=value: move(v)) for name, value in dict(likely).items()}
+
+
+def assert_close(actual, expected: torch.Tensor, what: str, likely=()) -> None:
+    compare.assert_close(actual, expected, what, on_device(expected.device, likely))
+
+
+def assert_exact(actual, expected: torch.Tensor, what: str, likely=()) -> None:
+    compare.assert_exact(actual, expected, what, on_device(expected.device, likely))
+
+
+# Oracles -----------------------------------------------------------------------------------
+def heads_of(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(B, T, D) -> (B, h, T, d_h): head j holds features j*d_h .. (j+1)*d_h - 1."""
+    b, t, d = x.shape
+    return x.view(b, t, n_heads, d // n_heads).permute(0, 2, 1, 3)
+
+
+def heads_no_transpose(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    b, t, d = x.shape
+    return x.reshape(b, n_heads, t, d // n_heads)
+
+
+def width_of(x: torch.Tensor) -> torch.Tensor:
+    """(B, h, T, d_h) -> (B, T, h*d_h)."""
+    b, h, t, d = x.shape
+    return x.permute(0, 2, 1, 3).reshape(b, t, h * d)
+
+
+def width_no_transpose(x: torch.Tensor) -> torch.Tensor:
+    b, h, t, d = x.shape
+    return x.reshape(b, t, h * d)
+
+
+def causal(t_q: int, t_k: int) -> torch.Tensor:
+    """True where key j lies after query i at absolute position t_k - t_q + i: (t_q, t_k)."""
+    return torch.ones(t_q, t_k, dtype=torch.bool).triu(t_k - t_q + 1)
+
+
+def mha_weights(d_model: int, seed: int, bias: bool = True) -> dict:
+    """Seeded float64 parameters under the names SPEC fixes."""
+    shapes = {f"{p}.weight": (d_model, d_model) for p in PROJ}
+    if bias:
+        shapes |= {f"{p}.bias": (d_model,) for p in PROJ}
+    return random_state(shapes, seed, torch.float64, "cpu")
+
+
+def student_mha(hw, sd: dict, n_heads: int, dtype=torch.float64, bias: bool = True):
+    """A student MultiHeadAttention on the device in ``dtype`` holding ``sd``."""
+    d_model = sd["q_proj.weight"].shape[0]
+    m = hw.new(MHA, d_model, n_heads, bias=bias)
+    m.call("to", device=hw.device, dtype=dtype)
+    m.load_state({k: v.to(hw.device, dtype) for k, v in sd.items()})
+    return m
+
+
+def torch_mha(x, sd, n_heads, context=None, mask=None):
+    """torch.nn.MultiheadAttention's output (float64, CPU) with the weights ``sd``."""
+    d_model = sd["q_proj.weight"].shape[0]
+    bias = "q_proj.bias" in sd
+    ref = nn.MultiheadAttention(
+        d_model, n_heads, bias=bias, batch_first=True, dtype=torch.float64
+    )
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([sd[f"{p}.weight"] for p in PROJ[:3]]))
+        ref.out_proj.weight.copy_(sd["out_proj.weight"])
+        if bias:
+            ref.in_proj_bias.copy_(torch.cat([sd[f"{p}.bias"] for p in PROJ[:3]]))
+            ref.out_proj.bias.copy_(sd["out_proj.bias"])
+        source = x if context is None else context
+        b, t_q, t_k = x.shape[0], x.shape[1], source.shape[1]
+        attn_mask = None
+        if mask is not None:  # nn.MultiheadAttention wants (B*h, Tq, Tk)
+            attn_mask = mask.expand(b, n_heads, t_q, t_k).reshape(b * n_heads, t_q, t_k)
+        out, _ = ref(
+            x.double(),
+            source.double(),
+            source.double(),
+            attn_mask=attn_mask,
+            need_weights=False,
+        )
+    return out
+
+
+def mha_formula(
+    x, sd, n_heads, context=None, mask=None, scale=None, split=heads_of, merge=width_of
+):
+    """Multi-head attention by the formula (float64); the knobs reproduce known mistakes."""
+
+    def proj(t, p):
+        return F.linear(t.double(), sd[f"{p}.weight"], sd.get(f"{p}.bias"))
+
+    source = x if context is None else context
+    q = split(proj(x, "q_proj"), n_heads)  # (B, h, Tq, d_h)
+    k = split(proj(source, "k_proj"), n_heads)  # (B, h, Tk, d_h)
+    v = split(proj(source, "v_proj"), n_heads)
+    d_head = q.shape[-1]
+    scores = q @ k.transpose(-2, -1) * (scale or 1 / math.sqrt(d_head))
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(mask, -math.inf)
+        else:
+            scores = scores + mask
+    return proj(merge(torch.softmax(scores, -1) @ v), "out_proj")  # (B, Tq, D)
+
+
+def mha_suspects(x, sd, n_heads, context=None, mask=None) -> dict:
+    """What each known mistake would output, by its diagnosis (computed on demand)."""
+    d_model = x.shape[-1]
+    d_head = d_model // n_heads
+
+    def variant(**knobs):
+        return lambda: mha_formula(x, sd, n_heads, context, mask, **knobs)
+
+    suspects = {
+        "scores scaled by 1/sqrt(d_model) instead of 1/sqrt(d_head)": variant(
+            scale=1 / math.sqrt(d_model)
+        ),
+        "scores scaled by 1/d_model instead of 1/sqrt(d_head)": variant(
+            scale=1 / d_model
+        ),
+        "scores not scaled by 1/sqrt(d_head)": variant(scale=1.0),
+        "scores scaled by 1/d_head instead of 1/sqrt(d_head)": variant(
+            scale=1 / d_head
+        ),
+        SPLIT_NO_T: variant(split=heads_no_transpose),
+        MERGE_NO_T: variant(merge=width_no_transpose),
+    }
+    if context is not None:
+        suspects[CROSS_FROM_X] = lambda: torch_mha(x, sd, n_heads, None, None)
+    return suspects
+
+
+def check_mha(
+    hw,
+    sd,
+    n_heads,
+    x,
+    context=None,
+    mask=None,
+    dtype=torch.float64,
+    what="MultiHeadAttention output",
+    bias=True,
+):
+    """The student's MultiHeadAttention against nn.MultiheadAttention, with diagnoses."""
+    m = student_mha(hw, sd, n_heads, dtype, bias=bias)
+    dev = hw.device
+
+    def put(t):
+        if t is None:
+            return None
+        return t.to(dev, dtype) if t.is_floating_point() else t.to(dev)
+
+    got = m(put(x), context=put(context), mask=put(mask))
+    want = torch_mha(x, sd, n_heads, context, mask)
+    assert_close(
+        got,
+        want.to(dev, dtype),
+        what,
+        likely=mha_suspects(x, sd, n_heads, context, mask),
+    )
+    return m
+
+
+def names_argument(message: str, *names: str) -> bool:
+    """The message mentions one of ``names`` as a word (long names may start a word)."""
+    for name in names:
+        tail = r"(?![A-Za-z0-9_])" if len(name) <= 2 else ""
+        if re.search(
+            rf"(?<![A-Za-z0-9_]){re.escape(name)}{tail}", message, re.IGNORECASE
+        ):
+            return True
+    return False
+
+
+def assert_names(box, *names: str) -> None:
+    message = box["error"].message
+    assert names_argument(message, *names), (
+        f"the ValueError message should name the argument ({' or '.join(names)}); "
+        f"it says: {message!r}"
+    )
+
+
+# split_heads / merge_heads -----------------------------------------------------------------
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_split_heads_layout(hw):
+    """(B, T, D) -> (B, h, T, d_h): reshape to (B, T, h, d_h), then transpose."""
+    x = randn(2, 3, 8, seed=101)  # (B=2, T=3, D=8), h=2, d_h=4
+    assert_exact(
+        hw.call(SPLIT, x.to(hw.device), 2),
+        heads_of(x, 2).to(hw.device),
+        "split_heads(x, 2) of a (2, 3, 8) tensor",
+        likely={SPLIT_NO_T: heads_no_transpose(x, 2)},
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_merge_heads_layout(hw):
+    """(B, h, T, d_h) -> (B, T, h*d_h): transpose back, then flatten the heads."""
+    y = randn(2, 2, 3, 4, seed=102, dtype=torch.float32)  # (B=2, h=2, T=3, d_h=4)
+    assert_exact(
+        hw.call(MERGE, y.to(hw.device)),
+        width_of(y).to(hw.device),
+        "merge_heads of a (2, 2, 3, 4) tensor",
+        likely={MERGE_NO_T: width_no_transpose(y)},
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+@examples(8)
+@given(seed=seeds, b=sizes(1, 3), t=sizes(1, 4), h=sizes(1, 3), d=sizes(1, 3))
+def test_split_heads_merge_heads_roundtrip(hw, seed, b, t, h, d):
+    """merge_heads(split_heads(x)) == x exactly."""
+    x = randn(b, t, h * d, seed=seed).to(hw.device)
+    split = hw.call(SPLIT, x, h)
+    assert_exact(
+        hw.call(MERGE, split),
+        x,
+        f"merge_heads(split_heads(x, {h})) of {tuple(x.shape)}",
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_split_heads_and_MultiHeadAttention_errors(hw):
+    """D not divisible by n_heads (split_heads), d_model not divisible by n_heads (module)."""
+    hw.call(SPLIT, randn(2, 3, 8, seed=103).to(hw.device), 2)  # valid
+    with expect_student_error(ValueError) as box:
+        hw.call(SPLIT, randn(2, 3, 10, seed=104).to(hw.device), 4)
+    assert_names(box, "n_heads", "x", "D")
+    hw.new(MHA, 8, 2)  # valid
+    with expect_student_error(ValueError) as box:
+        hw.new(MHA, 10, 4)
+    assert_names(box, "d_model", "n_heads")
+
+
+# MultiHeadAttention ------------------------------------------------------------------------
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_MultiHeadAttention_attributes(hw):
+    """n_heads, d_head and the four (D, D) projections with biases, by SPEC's names."""
+    m = hw.new(MHA, 12, 3)
+    assert m.attr("n_heads") == 3, f"n_heads is {m.attr('n_heads')!r}, expected 3"
+    assert m.attr("d_head") == 4, (
+        f"d_head is {m.attr('d_head')!r}, expected 4 (12 // 3)"
+    )
+    sd = m.state_dict()
+    for p in PROJ:
+        for name, shape in ((f"{p}.weight", (12, 12)), (f"{p}.bias", (12,))):
+            assert name in sd, f"MultiHeadAttention has no parameter {name}"
+            assert tuple(sd[name].shape) == shape, (
+                f"{name} has shape {tuple(sd[name].shape)}, expected {shape}"
+            )
+
+
+@pytest.mark.points(2)
+@pytest.mark.public
+def test_MultiHeadAttention_matches_torch(hw):
+    """Self-attention equals nn.MultiheadAttention's: B=2, T=5, D=8, h=2 (d_h=4 != sqrt(D))."""
+    sd = mha_weights(8, seed=110)
+    x = randn(2, 5, 8, seed=111)  # (B, T, D)
+    check_mha(hw, sd, 2, x, what="MultiHeadAttention output (float64)")
+    check_mha(hw, sd, 2, x, mask=causal(5, 5), what="output with a causal (T, T) mask")
+    check_mha(hw, sd, 2, x, dtype=torch.float32, what="output (float32)")
+
+
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_MultiHeadAttention_cross_attention(hw):
+    """Queries from x (Tq=3), keys and values from context (Tk=5)."""
+    sd = mha_weights(8, seed=120)
+    x = randn(2, 3, 8, seed=121)  # (B, Tq, D)
+    context = randn(2, 5, 8, seed=122)  # (B, Tk, D)
+    check_mha(hw, sd, 2, x, context=context, what="cross-attention output")
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_MultiHeadAttention_masked(hw):
+    """A (B, 1, T, T) bool padding+causal mask (float32), and a (B, 1, 1, Tk) float 0/-inf
+    key-padding mask in cross-attention (float64)."""
+    sd = mha_weights(8, seed=130)
+    x = randn(2, 4, 8, seed=131)  # (B, T, D)
+    pad = torch.tensor([[False] * 4, [False, False, True, True]])  # (B, T) lengths 4, 2
+    mask = pad[:, None, None, :] | causal(4, 4)  # (B, 1, T, T)
+    check_mha(
+        hw, sd, 2, x, mask=mask, dtype=torch.float32, what="masked self-attention"
+    )
+    context = randn(2, 5, 8, seed=132)  # (B, Tk, D)
+    key_pad = torch.zeros(2, 1, 1, 5, dtype=torch.float64)
+    key_pad[0, ..., 3:] = -math.inf
+    check_mha(
+        hw, sd, 2, x, context=context, mask=key_pad, what="masked cross-attention"
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_MultiHeadAttention_no_bias(hw):
+    """bias=False: projections without bias (no bias in the state dict), still exact."""
+    m = hw.new(MHA, 8, 2, bias=False)
+    assert m.attr("n_heads") == 2 and m.attr("d_head") == 4, "n_heads/d_head wrong"
+    for p in PROJ:
+        assert m.attr(p).attr("bias") is None, (
+            f"{p}.bias should be None with bias=False"
+        )
+    sd = m.state_dict()
+    biases = [name for name in sd if name.split(".")[0] in PROJ and "bias" in name]
+    assert not biases, f"bias=False, but the state dict holds {biases}"
+    sd = mha_weights(8, seed=140, bias=False)
+    x, context = randn(2, 3, 8, seed=141), randn(2, 4, 8, seed=142)
+    check_mha(hw, sd, 2, x, bias=False, dtype=torch.float32, what="bias=False output")
+    check_mha(
+        hw, sd, 2, x, context=context, bias=False, what="bias=False cross-attention"
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+@examples(5)
+@given(seed=seeds, t=sizes(2, 5))
+def test_MultiHeadAttention_permutation_equivariance(hw, seed, t):
+    """Without positions or mask, permuting the sequence permutes the output."""
+    sd = mha_weights(6, seed=seed % 1000)
+    m = student_mha(hw, sd, 3)
+    x = randn(2, t, 6, seed=seed)  # (B, T, D)
+    perm = torch.randperm(t, generator=torch.Generator().manual_seed(seed))
+    out = m(x.to(hw.device))
+    assert_close(
+        m(x[:, perm].to(hw.device)),
+        out[:, perm.to(hw.device)],
+        "output for the permuted sequence",
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+@examples(5)
+@given(seed=seeds, t=sizes(2, 5), data=st.data())
+def test_MultiHeadAttention_no_causal_leakage(hw, seed, t, data):
+    """With a causal mask, changing token j and later leaves the outputs before j unchanged."""
+    j = data.draw(sizes(1, t - 1), label="first changed position")
+    sd = mha_weights(6, seed=seed % 1000)
+    m = student_mha(hw, sd, 2)
+    x = randn(2, t, 6, seed=seed)  # (B, T, D)
+    changed = x.clone()
+    changed[:, j:] = randn(2, t - j, 6, seed=seed + 1)
+    mask = causal(t, t).to(hw.device)
+    out = m(x.to(hw.device), mask=mask)
+    out_changed = m(changed.to(hw.device), mask=mask)
+    assert_close(
+        out_changed[:, :j],
+        out[:, :j],
+        f"outputs before position {j} after changing positions {j}..{t - 1}",
+    )
+
+
+def new_cache(hw, batch: int, n_heads: int, max_len: int, d_head: int):
+    return hw.new(
+        "gqa.KVCache",
+        batch,
+        n_heads,
+        max_len,
+        d_head,
+        device=hw.device,
+        dtype=torch.float64,
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_MultiHeadAttention_cache_token_by_token(hw):
+    """Tokens fed one at a time through a KVCache (mask=None) equal the full causal pass."""
+    sd = mha_weights(8, seed=150)
+    m = student_mha(hw, sd, 2)
+    x = randn(2, 5, 8, seed=151)  # (B, T, D)
+    cache = new_cache(hw, 2, 2, 8, 4)
+    steps = [m(x[:, i : i + 1].to(hw.device), cache=cache) for i in range(5)]
+    got = torch.cat(steps, dim=1)  # (B, T, D)
+    v_only = F.linear(
+        F.linear(x, sd["v_proj.weight"], sd["v_proj.bias"]),
+        sd["out_proj.weight"],
+        sd["out_proj.bias"],
+    )
+    assert_close(
+        got,
+        torch_mha(x, sd, 2, mask=causal(5, 5)).to(hw.device),
+        "token-by-token cached outputs",
+        likely={"the cache is not used: each token attends only to itself": v_only},
+    )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_MultiHeadAttention_cache_chunk(hw):
+    """A chunk of 3 tokens after 2 cached ones, with causal_mask(3, 5), continues the pass."""
+    sd = mha_weights(8, seed=160)
+    m = student_mha(hw, sd, 2)
+    x = randn(2, 5, 8, seed=161)  # (B, T, D)
+    cache = new_cache(hw, 2, 2, 6, 4)
+    dev = hw.device
+    first = m(x[:, :2].to(dev), mask=causal(2, 2).to(dev), cache=cache)
+    chunk = m(x[:, 2:].to(dev), mask=causal(3, 5).to(dev), cache=cache)
+    want = torch_mha(x, sd, 2, mask=causal(5, 5)).to(dev)
+    assert_close(
+        first, want[:, :2], "outputs of the first 2 tokens (through the cache)"
+    )
+    assert_close(chunk, want[:, 2:], "outputs of a 3-token chunk after 2 cached tokens")
