@@ -70,11 +70,12 @@ def cmd_grade(args: argparse.Namespace) -> int:
                 console.print(f"[red]{name}: {graded}[/]")
             else:
                 report.write_submission(out, graded)
-                notes[name] = "; ".join(graded.problems)[:60]
+                count = len(graded.problems)
+                notes[name] = f"{count} problem{'s' * (count != 1)}" if count else ""
             report.write_gradebook(out, [n for n, _ in found])
             progress.update(task, advance=1, description=name)
     rows = report.write_gradebook(out, [n for n, _ in found])
-    console.print(report.summary_table(rows, notes))
+    console.print(report.summary_table([n for n, _ in found], rows, notes))
     console.print(
         f"results in {out}/<name>/results.json, gradebook in {out / report.GRADEBOOK}"
     )

@@ -219,10 +219,14 @@ _SETTINGS: Settings | None = None
 
 
 def _init_process(settings: Settings) -> None:
+    """Ready a grading process: one torch thread (the jobs share the cores), the template."""
     global _SETTINGS
+    import torch
+
     from autograder import sandbox
 
     _SETTINGS = settings
+    torch.set_num_threads(1)
     sandbox.start_zygote()
 
 

@@ -34,18 +34,32 @@ class Staged:
 
 
 def find(paths: list[Path]) -> list[tuple[str, Path]]:
-    """``(name, path)`` of every submission under ``paths``: each one, or each one in a batch."""
+    """``(name, path)`` of every submission under ``paths``: each one, or each one in a batch.
+
+    A folder is one submission when it holds the package or module files, or holds nothing but
+    one folder or one zip that does (the name is then the outer folder's, as Gradescope's
+    ``submission/`` is); otherwise each sub-folder or zip that holds a submission is one.
+    """
     found: list[tuple[str, Path]] = []
-    for path in paths:
-        path = Path(path)
-        if _is_submission(path):
-            found.append((path.stem if path.suffix == ".zip" else path.name, path))
+    for path in map(Path, paths):
+        if _is_zip(path):
+            found.append((path.stem, path))
+        elif path.is_dir() and _holds_modules(path):
+            found.append((path.name, path))
         elif path.is_dir():
-            for child in sorted(path.iterdir()):
-                if not child.name.startswith(".") and _is_submission(child):
-                    found.append(
-                        (child.stem if child.suffix == ".zip" else child.name, child)
-                    )
+            entries = [
+                c for c in sorted(path.iterdir()) if not c.name.startswith((".", "__"))
+            ]
+            inner = [
+                c for c in entries if _is_zip(c) or (c.is_dir() and _package_dir(c))
+            ]
+            if (
+                len(inner) == 1
+                and len([c for c in entries if c.is_dir() or _is_zip(c)]) == 1
+            ):
+                found.append((path.name, inner[0] if _is_zip(inner[0]) else path))
+            else:
+                found += [(c.stem if _is_zip(c) else c.name, c) for c in inner]
     return _unique_names(found)
 
 
@@ -99,19 +113,15 @@ def _is_zip(path: Path) -> bool:
     return path.is_file() and path.suffix == ".zip"
 
 
-def _is_submission(path: Path) -> bool:
-    if _is_zip(path):
-        return True
-    return path.is_dir() and _package_dir(path) is not None
+def _holds_modules(path: Path) -> bool:
+    return (path / PACKAGE).is_dir() or any((path / f).is_file() for f in EXPECTED)
 
 
 def _package_dir(path: Path) -> Path | None:
     """The folder holding the module files: the package or bare files, at most one level down."""
     for candidate in (path, *_only_subfolder(path)):
-        if (candidate / PACKAGE).is_dir():
-            return candidate / PACKAGE
-        if any((candidate / f).is_file() for f in EXPECTED):
-            return candidate
+        if _holds_modules(candidate):
+            return candidate / PACKAGE if (candidate / PACKAGE).is_dir() else candidate
     return None
 
 

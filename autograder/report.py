@@ -157,15 +157,23 @@ def write_gradebook(out: Path, names: list[str]) -> list[dict]:
     return rows
 
 
-def summary_table(rows: list[dict], notes: dict[str, str]) -> Table:
+def summary_table(names: list[str], rows: list[dict], notes: dict[str, str]) -> Table:
+    """One line per submission of the batch, the ungraded ones too."""
     table = Table(title="Grades")
     table.add_column("submission")
     table.add_column("score", justify="right")
     for k in PARTS:
         table.add_column(f"P{k}", justify="right")
     table.add_column("notes")
-    for row in rows:
+    by_name = {row["name"]: row for row in rows}
+    for name in sorted(names):
+        row = by_name.get(name)
+        if row is None:
+            table.add_row(
+                name, "-", *("-" for _ in PARTS), notes.get(name, "not graded")
+            )
+            continue
         cells = [str(row[f"part{k}"]) for k in PARTS]
         score = f"{row['score']}/{row['max_score']}"
-        table.add_row(row["name"], score, *cells, notes.get(row["name"], ""))
+        table.add_row(name, score, *cells, notes.get(name, ""))
     return table

@@ -73,7 +73,7 @@ class Limits:
 
     call_timeout: float = 60.0  # seconds of wall time per request
     submission_timeout: float = 900.0  # seconds of wall time for all requests together
-    memory: int = 4 << 30  # bytes of address space beyond what torch itself maps
+    memory: int = 2 << 30  # bytes of address space beyond what torch itself maps
     processes: int = 64  # processes and threads of the worker's uid
     file_size: int = 64 << 20  # bytes per file the student writes
     open_files: int = 256

@@ -143,3 +143,12 @@ def test_the_example_broken_archive_is_reported(tmp_path):
         staged = intake.stage(name, source, tmp_path / name)
         assert (staged.root / PACKAGE / "__init__.py").is_file()
     shutil.rmtree(tmp_path)
+
+
+def test_a_folder_holding_one_zip_is_that_submission(tmp_path):
+    upload = tmp_path / "submission"
+    upload.mkdir()
+    write_zip(
+        upload / "hw.zip", {f"{PACKAGE}/{n}": d for n, d in reference_files().items()}
+    )
+    assert intake.find([upload]) == [("submission", upload / "hw.zip")]
