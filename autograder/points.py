@@ -19,7 +19,7 @@ PARTS = {
     for p in (
         Part(1, "Scaled dot-product attention", ("attention.py",), (), 18),
         Part(2, "Masks", ("masks.py",), (), 10),
-        Part(3, "Heads and multi-head attention", ("heads.py",), (1,), 14),
+        Part(3, "Heads and multi-head attention", ("heads.py",), (1, 6), 14),
         Part(4, "Rotary position embeddings", ("rope.py",), (), 10),
         Part(
             5,

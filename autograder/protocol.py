@@ -112,6 +112,9 @@ class Submission:
         self.root = Path(root)
         self.device = torch.device(device)
 
+    def __repr__(self) -> str:  # stable: it may appear in feedback
+        return f"<{type(self).__name__} on {self.device.type}>"
+
     # The public surface used by tests -------------------------------------------------------
     def call(self, name: str, *args, **kwargs):
         return self.request("call", None, name, *args, **kwargs)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from autograder.forbidden import scan_package
 from autograder.points import PARTS
@@ -33,6 +33,9 @@ settings.register_profile(
     database=None,
     print_blob=False,
     suppress_health_check=list(HealthCheck),
+    # No shrinking or explaining: a failing example is reported as found, quickly, and its
+    # report carries no source paths.
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
 )
 settings.load_profile("grading")
 

@@ -69,14 +69,12 @@ def scaled_dot_product_attention(
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., Tq, Tk)
     if mask is not None:
         try:
-            shape = torch.broadcast_shapes(mask.shape, scores.shape)
+            mask = mask.expand(scores.shape)  # (..., Tq, Tk)
         except RuntimeError:
-            shape = None
-        if shape != scores.shape:
             raise ValueError(
                 f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' "
                 f"shape {tuple(scores.shape)}"
-            )
+            ) from None
         if mask.dtype == torch.bool:
             scores = scores.masked_fill(mask, float("-inf"))
         else:

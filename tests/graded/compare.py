@@ -126,6 +126,8 @@ def diagnosis(actual: torch.Tensor, likely: Suspects) -> str:
     """`` Likely mistake: ...`` when ``actual`` matches what a known mistake produces."""
     for mistake, suspect in dict(likely).items():
         value = suspect() if callable(suspect) else suspect
-        if value is not None and is_close(actual, value.to(actual.dtype)):
+        if value is not None and is_close(
+            actual, value.to(actual.device, actual.dtype)
+        ):
             return f"\n{LIKELY} {mistake}"
     return ""
