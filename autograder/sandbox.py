@@ -21,10 +21,12 @@ worker ends. Each worker, before running any student code:
 * applies resource limits (address space, processes, CPU time, file size, open files);
 * wraps the forbidden torch functions (``autograder.tripwire``).
 
-A request that runs past its wall time, or a worker that dies, becomes a ``StudentError`` for
-that request; the next request gets a fresh worker (objects of the old one are gone). A function
-that timed out fails fast afterwards, and once the submission's total time is spent every request
-fails fast, so one hang never blocks a batch.
+When a worker ends, its process group, every process of its uid and every orphan it left (the
+template is a child subreaper, so even a daemon that started its own session comes back to it)
+are killed. A request that runs past its wall time, or a worker that dies, becomes a
+``StudentError`` for that request; the next request gets a fresh worker (objects of the old one
+are gone). A function that timed out or ended the worker fails fast afterwards, and once the
+submission's total time is spent every request fails fast, so one hang never blocks a batch.
 """
 
 from __future__ import annotations
@@ -94,9 +96,8 @@ def unavailable_protections() -> list[str]:
     if os.geteuid() != 0:
         return [
             (
-                "not running as root: student code runs as your own user, so it could read the "
-                "reference solutions, the tests and other submissions, and background processes "
-                "that leave its process group may survive"
+                "not running as root: student code runs as your own user, so it could "
+                "read the reference solutions, the tests and other submissions"
             )
         ]
     return []
@@ -477,6 +478,7 @@ def zygote_main(fd: int) -> None:
                         os.killpg(pid, signal.SIGKILL)
                 for pid, uid in workers.items():
                     _sweep(uid)
+                _kill_orphans({})
                 os._exit(0)
             config = json.loads(data)["spawn"]
             pid = os.fork()
@@ -508,21 +510,47 @@ def _reap(ctl: socket.socket, workers: dict[int, int | None]) -> None:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
             _sweep(uid)
+            _kill_orphans(workers)
             with contextlib.suppress(OSError):
                 ctl.send(json.dumps({"ended": [pid, status]}).encode())
+
+
+def _kill_orphans(workers: dict[int, int | None]) -> None:
+    """Kill what workers left behind: as a subreaper the template inherits their orphans, even
+    those that started a new session (the one cleanup that works without root)."""
+    for _ in range(
+        10
+    ):  # an orphan's own children become ours when it dies: a few rounds
+        me, orphans = str(os.getpid()), []
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit() and int(entry.name) not in workers:
+                with contextlib.suppress(OSError):
+                    stat = Path(f"/proc/{entry.name}/stat").read_text()
+                    if stat.rsplit(")", 1)[1].split()[1] == me:
+                        orphans.append(int(entry.name))
+        if not orphans:
+            return
+        for pid in orphans:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
 
 
 def _sweep(uid: int | None) -> None:
     """Kill every process of a worker's uid, even those that left its process group."""
     if uid is None:
         return
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         try:
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)
             os.kill(-1, signal.SIGKILL)
         finally:
             os._exit(0)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 # The worker ------------------------------------------------------------------------------------------
