@@ -117,6 +117,21 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_zoo(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from autograder import zoo
+    from autograder.mutants import CATALOGUE
+
+    chosen = [m for m in CATALOGUE if not args.only or m.name in args.only]
+    verdicts, reference = zoo.run(
+        Path(args.out), args.jobs, _device(args.device), chosen
+    )
+    Console().print(zoo.table(verdicts, reference))
+    missed = [v for v in verdicts if not v.ok]
+    return 1 if missed or reference != zoo.TOTAL_POINTS else 0
+
+
 def _device(name: str) -> str:
     if name == "auto":
         import torch
@@ -172,6 +187,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
     check.set_defaults(func=cmd_check)
+
+    zoo = commands.add_parser(
+        "zoo", help="grade every known wrong solution; fail if one is not caught"
+    )
+    zoo.add_argument(
+        "--out", default="zoo-grades", help="folder for the mutants' grades"
+    )
+    zoo.add_argument("--jobs", type=int, default=1, help="mutants graded in parallel")
+    zoo.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
+    zoo.add_argument("--only", nargs="*", help="just these mutants (by name)")
+    zoo.set_defaults(func=cmd_zoo)
     return parser
 
 

@@ -45,3 +45,15 @@ def part_of_file(filename: str) -> int:
         if filename in part.files:
             return part.number
     raise KeyError(filename)
+
+
+def builds_on(number: int) -> set[int]:
+    """Every part whose code part ``number`` uses, directly or through another part."""
+    found: set[int] = set()
+    todo = list(PARTS[number].uses)
+    while todo:
+        part = todo.pop()
+        if part not in found and part != number:
+            found.add(part)
+            todo += PARTS[part].uses
+    return found

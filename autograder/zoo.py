@@ -1,0 +1,142 @@
+"""``autograder zoo``: grade every mutant of the catalogue and check the suite's teeth.
+
+A mutant passes the check when it loses points in the part it breaks; every part that does not
+build on that part keeps full marks (partial credit is precise); the broken part's feedback, in
+``feedback.md`` and in ``results.json``, carries the mutant's diagnosis; and every other part
+that loses points says which part to fix first. The reference, graded in the same batch, keeps
+full marks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder import grade, report
+from autograder.mutants import CATALOGUE, Mutant, apply
+from autograder.points import PARTS, TOTAL_POINTS, builds_on
+from autograder.release import SOLUTIONS
+
+REFERENCE = "reference"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    mutant: Mutant
+    lost: dict[int, int]  # part -> points lost
+    problems: tuple[
+        str, ...
+    ]  # why the suite failed to catch it properly; empty when it did
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def judge(mutant: Mutant, out: Path) -> Verdict:
+    """Compare a graded mutant's outputs with what its catalogue entry promises."""
+    results = json.loads(
+        (out / mutant.name / report.RESULTS).read_text(encoding="utf-8")
+    )
+    feedback = (out / mutant.name / report.FEEDBACK).read_text(encoding="utf-8")
+    row = report.gradebook_row(out, mutant.name)
+    lost = {k: PARTS[k].points - row[f"part{k}"] for k in PARTS}
+    may_lose = {mutant.part} | {k for k in PARTS if mutant.part in builds_on(k)}
+    problems = []
+    if lost[mutant.part] == 0:
+        problems.append(f"keeps full marks in part {mutant.part}")
+    problems += [
+        f"loses {lost[k]} in part {k}, which does not use it"
+        for k in PARTS
+        if lost[k] and k not in may_lose
+    ]
+    diagnosis = re.compile(re.escape(mutant.diagnosis), re.IGNORECASE)
+    outputs = [
+        t["output"]
+        for t in results["tests"]
+        if t["name"].startswith(f"Part {mutant.part}:")
+    ]
+    if not any(diagnosis.search(o) for o in outputs):
+        problems.append(
+            f"results.json of part {mutant.part} lacks the diagnosis {mutant.diagnosis!r}"
+        )
+    if not diagnosis.search(_section(feedback, mutant.part)):
+        problems.append(
+            f"feedback.md of part {mutant.part} lacks the diagnosis {mutant.diagnosis!r}"
+        )
+    for k in sorted(may_lose - {mutant.part}):
+        pointer = re.search(
+            rf"builds on your part\(s\) [^\n]*\b{mutant.part}\b", _section(feedback, k)
+        )
+        if lost[k] and not pointer:
+            problems.append(
+                f"part {k} loses points without pointing to part {mutant.part}"
+            )
+    return Verdict(mutant, lost, tuple(problems))
+
+
+def _section(feedback: str, part: int) -> str:
+    """The text of one part's section of ``feedback.md``."""
+    match = re.search(
+        rf"^## Part {part}:.*?(?=^## |\Z)", feedback, re.MULTILINE | re.DOTALL
+    )
+    return match.group(0) if match else ""
+
+
+def run(
+    out: Path, jobs: int = 1, device: str = "cpu", mutants=CATALOGUE
+) -> tuple[list[Verdict], int]:
+    """Grade the reference and every mutant into ``out``; the verdicts and the reference's score."""
+    with tempfile.TemporaryDirectory(prefix="autograder-zoo-") as tmp:
+        batch = [(REFERENCE, apply_none(Path(tmp) / REFERENCE))]
+        batch += [(m.name, apply(m, SOLUTIONS, Path(tmp) / m.name)) for m in mutants]
+        settings = grade.Settings(device=device, hidden_paths=(str(out.resolve()), tmp))
+        for name, graded in grade.grade_many(batch, settings, jobs):
+            if isinstance(graded, grade.GradingError):
+                raise graded
+            report.write_submission(out, graded)
+    report.write_gradebook(out, [name for name, _ in batch])
+    reference = report.gradebook_row(out, REFERENCE)["score"]
+    return [judge(m, out) for m in mutants], reference
+
+
+def apply_none(out: Path) -> Path:
+    """The reference itself, staged like a mutant."""
+    shutil.copytree(SOLUTIONS, out / SOLUTIONS.name)
+    return out
+
+
+def table(verdicts: list[Verdict], reference: int):
+    """The zoo as a rich table: mutant x part x points lost x diagnosis."""
+    from rich.table import Table
+
+    t = Table(
+        title=f"Bug zoo: {len(verdicts)} mutants; reference {reference}/{TOTAL_POINTS}"
+    )
+    for column in (
+        "mutant",
+        "part",
+        "lost in part",
+        "lost elsewhere",
+        "diagnosis",
+        "verdict",
+    ):
+        t.add_column(column)
+    for v in verdicts:
+        elsewhere = ", ".join(
+            f"P{k}:-{n}" for k, n in v.lost.items() if n and k != v.mutant.part
+        )
+        verdict = "caught" if v.ok else "[red]" + "; ".join(v.problems) + "[/]"
+        t.add_row(
+            v.mutant.name,
+            str(v.mutant.part),
+            f"-{v.lost[v.mutant.part]}",
+            elsewhere or "-",
+            v.mutant.diagnosis,
+            verdict,
+        )
+    return t
