@@ -83,38 +83,9 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from autograder.check import check
 
-    from autograder import grade
-    from autograder.points import PARTS
-
-    console = Console()
-    root = Path(args.path)
-    if not (root / "transformer_hw").is_dir():
-        console.print(f"[red]{root} has no transformer_hw/ folder[/]")
-        return 2
-    settings = grade.Settings(
-        device=_device(args.device), markexpr="public", isolate=False
-    )
-    tests = grade.run_suite(root.resolve(), settings, scrub=[str(root.resolve())])
-    earned = sum(t.points for t in tests if t.passed)
-    for k, part in PARTS.items():
-        mine = [t for t in tests if t.part == k]
-        got = sum(t.points for t in mine if t.passed)
-        style = "green" if got == sum(t.points for t in mine) else "red"
-        console.print(
-            f"[{style}]Part {k} ({part.title}): {got}/{sum(t.points for t in mine)}[/]"
-        )
-        for t in mine:
-            if not t.passed:
-                console.print(
-                    f"  [bold]{t.name}[/]: {t.message.splitlines()[0] if t.message else ''}"
-                )
-    total = sum(t.points for t in tests)
-    console.print(
-        f"\n[bold]Public tests: {earned}/{total} points.[/] Hidden tests are graded too."
-    )
-    return 0
+    return check(Path(args.path), _device(args.device))
 
 
 def cmd_zoo(args: argparse.Namespace) -> int:

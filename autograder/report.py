@@ -17,7 +17,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from autograder.grade import Graded, TestResult
+from autograder.check import TestResult
+from autograder.grade import Graded
 from autograder.points import PARTS, TOTAL_POINTS
 
 RESULTS, FEEDBACK, GRADEBOOK = "results.json", "feedback.md", "gradebook.csv"
