@@ -59,16 +59,23 @@ CATALOGUE: tuple[Mutant, ...] = (
             ),
         ),
         1,
-        "after the softmax",
+        "mask applied after the softmax",
     ),
-    single("no-scale", "attention.py", " / math.sqrt(q.shape[-1])", "", 1, "scale"),
+    single(
+        "no-scale",
+        "attention.py",
+        " / math.sqrt(q.shape[-1])",
+        "",
+        1,
+        "not scaled by 1/sqrt(d_k)",
+    ),
     single(
         "scale-by-d_k",
         "attention.py",
         "math.sqrt(q.shape[-1])",
         "q.shape[-1]",
         1,
-        "d_k",
+        "scaled by 1/d_k instead",
     ),
     single(
         "scale-by-sqrt-d_v",
@@ -76,7 +83,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "math.sqrt(q.shape[-1])",
         "math.sqrt(v.shape[-1])",
         1,
-        "d_v",
+        "1/sqrt(d_v)",
     ),
     single(
         "softmax-wrong-axis",
@@ -84,10 +91,15 @@ CATALOGUE: tuple[Mutant, ...] = (
         "weights = softmax(scores, dim=-1)",
         "weights = softmax(scores, dim=-2)",
         1,
-        "axis",
+        "softmax over the queries axis",
     ),
     single(
-        "softmax-no-max", "attention.py", "torch.exp(x - top)", "torch.exp(x)", 1, "max"
+        "softmax-no-max",
+        "attention.py",
+        "torch.exp(x - top)",
+        "torch.exp(x)",
+        1,
+        "no max subtraction",
     ),
     single(
         "inverted-bool-mask",
@@ -95,7 +107,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         'scores.masked_fill(mask, float("-inf"))',
         'scores.masked_fill(~mask, float("-inf"))',
         1,
-        "invert",
+        "bool mask inverted",
     ),
     Mutant(
         "fully-masked-row-nan",
@@ -117,7 +129,7 @@ CATALOGUE: tuple[Mutant, ...] = (
             ),
         ),
         1,
-        "NaN",
+        "NaN instead of raising",
     ),
     # Part 2 -----------------------------------------------------------------------------------
     single(
@@ -126,7 +138,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "key_pos > query_pos",
         "key_pos >= query_pos",
         2,
-        "diagonal",
+        "hides the diagonal",
     ),
     single(
         "causal-ignores-offset",
@@ -134,7 +146,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "[:, None] + (t_k - t_q)",
         "[:, None]",
         2,
-        "offset",
+        "ignores the t_k > t_q offset",
     ),
     single(
         "padding-off-by-one",
@@ -142,7 +154,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "positions >= lengths[:, None]",
         "positions > lengths[:, None]",
         2,
-        "off by one",
+        "padding mask off by one",
     ),
     # Part 3 -----------------------------------------------------------------------------------
     single(
@@ -152,7 +164,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     return x.transpose(1, 2)  # (B, h, T, d_h)""",
         "    return x.reshape(batch, n_heads, t, d_model // n_heads)",
         3,
-        "transpose",
+        "split_heads reshapes straight",
     ),
     single(
         "merge-heads-no-transpose",
@@ -160,7 +172,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "return x.transpose(1, 2).reshape(batch, t, n_heads * d_head)",
         "return x.reshape(batch, t, n_heads * d_head)",
         3,
-        "transpose",
+        "merge_heads reshapes",
     ),
     single(
         "mha-scale-by-d_model",
@@ -168,7 +180,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "out, _ = scaled_dot_product_attention(q, k, v, mask)",
         "out, _ = scaled_dot_product_attention(q / self.n_heads**0.5, k, v, mask)",
         3,
-        "d_model",
+        "1/sqrt(d_model)",
     ),
     single(
         "cross-attention-from-x",
@@ -176,7 +188,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "source = x if context is None else context",
         "source = x",
         3,
-        "context",
+        "keys and values from x",
     ),
     # Part 4 -----------------------------------------------------------------------------------
     single(
@@ -191,7 +203,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     a, b = x[..., :half], x[..., half:]
     return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)""",
         4,
-        "half",
+        "half-split",
     ),
     single(
         "rope-wrong-direction",
@@ -199,7 +211,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "(a * cos - b * sin, a * sin + b * cos)",
         "(a * cos + b * sin, -a * sin + b * cos)",
         4,
-        "direction",
+        "wrong direction",
     ),
     single(
         "rope-frequency-without-2",
@@ -207,7 +219,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "base ** (-2.0 * pair / d_head)",
         "base ** (-pair / d_head)",
         4,
-        "frequenc",
+        "base ** (-i / d_head)",
     ),
     single(
         "rope-ignores-positions",
@@ -215,7 +227,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "angles = rope_angles(positions, x.shape[-1]",
         "angles = rope_angles(torch.arange(t, device=x.device), x.shape[-1]",
         4,
-        "positions",
+        "positions ignored",
     ),
     # Part 5 -----------------------------------------------------------------------------------
     single(
@@ -224,7 +236,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased",
         "var = x.var(dim=-1, keepdim=True, correction=1)",
         5,
-        "unbiased",
+        "unbiased variance",
     ),
     single(
         "layernorm-eps-outside-sqrt",
@@ -232,7 +244,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "(x - mean) / torch.sqrt(var + self.eps)",
         "(x - mean) / (torch.sqrt(var) + self.eps)",
         5,
-        "eps",
+        "eps added outside the square root",
     ),
     single(
         "rmsnorm-subtracts-mean",
@@ -241,7 +253,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "        x = x - x.mean(dim=-1, keepdim=True)\n"
         "        rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True) + self.eps)\n",
         5,
-        "mean",
+        "RMSNorm subtracts the mean",
     ),
     single(
         "residual-adds-normalized",
@@ -249,7 +261,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "        h = x + self.attn(self.ln1(x), mask=mask, cache=cache)\n",
         "        x = self.ln1(x)\n        h = x + self.attn(x, mask=mask, cache=cache)\n",
         5,
-        "normalized",
+        "residual adds the normalized tensor",
     ),
     single(
         "pre-post-norm-swapped",
@@ -259,7 +271,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         """        h = self.ln1(x + self.attn(x, mask=mask, cache=cache))
         return self.ln2(h + self.ffn(h))""",
         5,
-        "post",
+        "post-norm order",
     ),
     # Part 6 -----------------------------------------------------------------------------------
     single(
@@ -268,7 +280,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "x = x[:, :, None].expand(batch, n_kv, n_rep, t, d)",
         "x = x[:, None].expand(batch, n_rep, n_kv, t, d)",
         6,
-        "interleav",
+        "tiled",
     ),
     single(
         "kv-numel-without-2",
@@ -276,7 +288,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "return 2 * batch * n_layers",
         "return batch * n_layers",
         6,
-        "2",
+        "factor 2 is missing",
     ),
     single(
         "kv-numel-counts-bytes",
@@ -284,7 +296,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "return 2 * batch * n_layers * seq_len * n_kv_heads * d_head",
         "return 2 * batch * n_layers * seq_len * n_kv_heads * d_head * 4",
         6,
-        "bytes",
+        "counts bytes",
     ),
     single(
         "cache-stores-query-heads",
@@ -298,7 +310,7 @@ CATALOGUE: tuple[Mutant, ...] = (
             n_rep = 1
             k, v = cache.append(k, v)""",
         6,
-        "h_kv",
+        "cache receives n_heads",
     ),
     single(
         "cache-overflow-writes-partially",
@@ -311,7 +323,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         self.v[:, :, self.length : self.length + t] = v_new[:, :, :room]
         if self.length + t > self.max_len:""",
         6,
-        "nothing",
+        "overflowing append wrote",
     ),
     single(
         "rope-positions-not-offset-by-cache",
@@ -319,7 +331,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "positions = torch.arange(start, start + t, device=x.device)",
         "positions = torch.arange(t, device=x.device)",
         6,
-        "cache",
+        "not offset by the cache length",
     ),
     # Part 7 -----------------------------------------------------------------------------------
     single(
@@ -328,7 +340,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "self.stoi = {c: i + 1 for i, c in enumerate(chars)}",
         "self.stoi = {c: i for i, c in enumerate(chars)}",
         7,
-        "id 0",
+        "id 0, which is PAD_ID",
     ),
     single(
         "lm-batch-left-padding",
@@ -338,7 +350,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         """        inputs[row, t - len(s) + 1 :] = s[:-1]
         targets[row, t - len(s) + 1 :] = s[1:]""",
         7,
-        "left",
+        "left padding",
     ),
     single(
         "lm-batch-unshifted-targets",
@@ -346,7 +358,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "targets[row, : len(s) - 1] = s[1:]",
         "targets[row, : len(s) - 1] = s[:-1]",
         7,
-        "shift",
+        "targets not shifted",
     ),
     single(
         "lm-loss-counts-padding",
@@ -355,7 +367,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         ignore_index=IGNORE_INDEX,""",
         """        targets.reshape(-1).clamp(min=PAD_ID),""",
         7,
-        "padding",
+        "padding scored as a target",
     ),
     single(
         "evaluate-mean-of-batch-means",
@@ -377,7 +389,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         pass
     if count == 0:""",
         7,
-        "mode",
+        "leaves the model in eval mode",
     ),
     single(
         "hard-coded-128-mask",
@@ -385,7 +397,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "mask = causal_mask(t, start + t, device=idx.device)  # (T, start + T)",
         "mask = causal_mask(128, device=idx.device)[start : start + t, : start + t]",
         7,
-        "max_len",
+        "hard-coded to 128",
     ),
     single(
         "generate-refeeds-prefix",
@@ -393,7 +405,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "feed = new if use_cache else ids",
         "feed = ids",
         7,
-        "cache",
+        "re-feeds the whole sequence",
     ),
     single(
         "cached-forward-wrong-positions",
@@ -401,7 +413,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "start = 0 if caches is None else caches[0].length",
         "start = 0",
         7,
-        "position",
+        "positions restart at 0",
     ),
     single(
         "generate-can-emit-pad",
@@ -409,7 +421,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         '                logits[PAD_ID] = float("-inf")\n',
         "",
         7,
-        "PAD_ID",
+        "PAD_ID's logit is not excluded",
     ),
 )
 

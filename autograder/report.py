@@ -19,7 +19,7 @@ from rich.table import Table
 
 from autograder.check import TestResult
 from autograder.grade import Graded
-from autograder.points import PARTS, TOTAL_POINTS
+from autograder.points import PARTS, TOTAL_POINTS, builds_on
 
 RESULTS, FEEDBACK, GRADEBOOK = "results.json", "feedback.md", "gradebook.csv"
 
@@ -108,7 +108,7 @@ def feedback_md(graded: Graded) -> str:
     for k, part in PARTS.items():
         tests = [t for t in graded.tests if t.part == k]
         lines += ["", f"## Part {k}: {part.title} ({scores[k]}/{part.points})", ""]
-        weak = [j for j in part.uses if scores[j] < PARTS[j].points]
+        weak = [j for j in sorted(builds_on(k)) if scores[j] < PARTS[j].points]
         if scores[k] < part.points and weak:
             listed = ", ".join(str(j) for j in weak)
             lines += [

@@ -22,6 +22,7 @@ from autograder.points import PARTS, TOTAL_POINTS, builds_on
 from autograder.release import SOLUTIONS
 
 REFERENCE = "reference"
+LIKELY = "Likely mistake:"  # how the graded suite introduces a diagnosis
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ def judge(mutant: Mutant, out: Path) -> Verdict:
         for k in PARTS
         if lost[k] and k not in may_lose
     ]
-    diagnosis = re.compile(re.escape(mutant.diagnosis), re.IGNORECASE)
+    diagnosis = re.compile(
+        f"{LIKELY}[^\\n]*{re.escape(mutant.diagnosis)}", re.IGNORECASE
+    )
     outputs = [
         t["output"]
         for t in results["tests"]

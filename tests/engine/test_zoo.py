@@ -1,0 +1,36 @@
+"""The graded suite has teeth: every mutant of the bug zoo is caught in its own part, with its
+diagnosis, costing nothing in the parts that do not use the broken code."""
+
+from __future__ import annotations
+
+import pytest
+
+from autograder import zoo
+from autograder.mutants import CATALOGUE, Mutant, MutantError, apply
+from autograder.points import TOTAL_POINTS
+from autograder.release import SOLUTIONS
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    out = tmp_path_factory.mktemp("zoo")
+    found, reference = zoo.run(out, jobs=2)
+    assert reference == TOTAL_POINTS, f"the reference got {reference}/{TOTAL_POINTS}"
+    return {v.mutant.name: v for v in found}
+
+
+def test_catalogue_is_large_and_names_are_unique():
+    assert len(CATALOGUE) >= 30
+    assert len({m.name for m in CATALOGUE}) == len(CATALOGUE)
+
+
+def test_an_edit_must_match_exactly_once(tmp_path):
+    stale = Mutant("stale", "masks.py", (("text that is not there", ""),), 2, "x")
+    with pytest.raises(MutantError):
+        apply(stale, SOLUTIONS, tmp_path)
+
+
+@pytest.mark.parametrize("mutant", CATALOGUE, ids=lambda m: m.name)
+def test_mutant_is_caught_with_its_diagnosis(verdicts, mutant):
+    verdict = verdicts[mutant.name]
+    assert verdict.ok, f"{mutant.name}: " + "; ".join(verdict.problems)
