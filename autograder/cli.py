@@ -61,21 +61,31 @@ def cmd_grade(args: argparse.Namespace) -> int:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console) as progress:
-        task = progress.add_task("grading", total=len(todo))
-        for name, graded in grade.grade_many(todo, settings, args.jobs):
-            if isinstance(graded, grade.GradingError):
-                failed += 1
-                notes[name] = "NOT GRADED"
-                console.print(f"[red]{name}: {graded}[/]")
-            else:
-                report.write_submission(out, graded)
-                count = len(graded.problems)
-                notes[name] = f"{count} problem{'s' * (count != 1)}" if count else ""
-            report.write_gradebook(out, [n for n, _ in found])
-            progress.update(task, advance=1, description=name)
-    rows = report.write_gradebook(out, [n for n, _ in found])
-    console.print(report.summary_table([n for n, _ in found], rows, notes))
+    names = [n for n, _ in found]
+    try:
+        with Progress(*columns, console=console) as progress:
+            task = progress.add_task("grading", total=len(todo))
+            for name, graded in grade.grade_many(todo, settings, args.jobs):
+                if isinstance(graded, grade.GradingError):
+                    failed += 1
+                    notes[name] = "NOT GRADED"
+                    console.print(f"[red]{name}: {graded}[/]")
+                else:
+                    report.write_submission(out, graded)
+                    count = len(graded.problems)
+                    notes[name] = (
+                        f"{count} problem{'s' * (count != 1)}" if count else ""
+                    )
+                report.write_gradebook(out, names)
+                progress.update(task, advance=1, description=name)
+    except KeyboardInterrupt:
+        report.write_gradebook(out, names)
+        console.print(
+            "[yellow]interrupted: what was graded is kept; run again to go on[/]"
+        )
+        return 130
+    rows = report.write_gradebook(out, names)
+    console.print(report.summary_table(names, rows, notes))
     console.print(
         f"results in {out}/<name>/results.json, gradebook in {out / report.GRADEBOOK}"
     )
