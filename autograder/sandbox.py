@@ -100,7 +100,33 @@ def unavailable_protections() -> list[str]:
                 "read the reference solutions, the tests and other submissions"
             )
         ]
-    return []
+    notes = []
+    if not _can_unshare_mounts():
+        notes.append(
+            "no mount namespaces here: the reference, the tests and the batch are hidden from "
+            "student code by removing their permissions for other users (chmod o-rwx)"
+        )
+        if not _others_can_enter(sys.base_prefix):
+            notes.append(
+                f"Python lives under a folder other users cannot enter ({sys.base_prefix}), so "
+                "student code can import only the modules the grader loaded before it starts"
+            )
+    return notes
+
+
+def _can_unshare_mounts() -> bool:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if _LIBC.unshare(_CLONE_NEWNS) == 0 else 1)
+    return os.waitpid(pid, 0)[1] == 0
+
+
+def _others_can_enter(path: str) -> bool:
+    parts = Path(os.path.realpath(path)).parts
+    return all(
+        os.stat(os.path.join(*parts[:i])).st_mode & 0o001
+        for i in range(2, len(parts) + 1)
+    )
 
 
 class IsolatedSubmission(Submission):
@@ -449,6 +475,8 @@ def start_zygote() -> None:
 
 def zygote_main(fd: int) -> None:
     """Serve spawn requests until the grading process goes away."""
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401 - torch.broadcast_shapes needs it
+
     import autograder.executor  # noqa: F401 - imported here once, inherited by every worker
     from autograder import tripwire
 
