@@ -33,8 +33,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
+import importlib
 import json
 import os
+import re
 import resource
 import select
 import shutil
@@ -63,6 +66,9 @@ from autograder.protocol import (
 REPO = Path(__file__).resolve().parent.parent
 #: Folders of the repository student code must never read (as root).
 SECRET_DIRS = ("solutions", "tests", ".git", "examples")
+HANG_FILE = (
+    ".stacks"  # where a worker dumps its stacks when a request is about to time out
+)
 UID_BASE = 200_000  # worker uid = UID_BASE + its pid: unique among live workers
 _GEN_SHIFT = (
     40  # grading-side handle id = worker generation << _GEN_SHIFT | worker's id
@@ -143,6 +149,9 @@ class IsolatedSubmission(Submission):
         self._seq = 0
         self._deadline = time.monotonic() + self.limits.submission_timeout
         self._refused: dict[str, tuple[str, str]] = {}  # label -> (error type, message)
+        self._hung: list[
+            list
+        ] = []  # [file, function, line] that ran past the call timeout
         self._violations: list[tuple[str, int, str]] = []
         self._closed = False
 
@@ -189,6 +198,7 @@ class IsolatedSubmission(Submission):
                 )
             else:
                 message = f"{label} took longer than {self.limits.call_timeout:g} s"
+                self._hung += _outermost_student_frame(self._staging / HANG_FILE)
                 self._refused[label] = (
                     "TimeoutError",
                     f"{label} timed out earlier, so it was not run again",
@@ -232,6 +242,7 @@ class IsolatedSubmission(Submission):
             "device": str(self.device),
             "limits": asdict(self.limits),
             "hidden": _hidden_paths(self.limits.hidden, self._staging),
+            "hung": self._hung,
         }
         self._pid = _zygote().spawn(theirs, config)
         theirs.close()
@@ -239,6 +250,7 @@ class IsolatedSubmission(Submission):
         self._generation += 1
 
     def _stop(self) -> None:
+        """Kill the worker (its leftovers go when the template reaps it)."""
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -366,6 +378,24 @@ def _describe_status(status: int | None) -> str:
         }
         return f"was killed by signal {name}{why.get(name, '')}"
     return f"ended with wait status {status}"
+
+
+def _outermost_student_frame(dump: Path) -> list[list]:
+    """``[[file, function, line]]`` of the student frame that a hung request entered first.
+
+    The worker writes its Python stacks (``faulthandler``, most recent call first) just before
+    its time runs out. The outermost student frame is the function the request ran (or the
+    module it imported), the same on every run, so disarming it is deterministic.
+    """
+    try:
+        text = dump.read_text(errors="replace")
+    except OSError:
+        return []
+    frames = re.findall(rf'File "[^"]*/{PACKAGE}/(\w+\.py)", line (\d+) in (\S+)', text)
+    if not frames:
+        return []
+    file, line, function = frames[-1]
+    return [[file, function, int(line)]]
 
 
 def _stage_copy(source: Path, target: Path) -> None:
@@ -607,20 +637,25 @@ def _worker_main(sock: socket.socket, config: dict) -> None:
 
         tripwire.watch(str(root / PACKAGE))
         executor = Executor(root)
+        stacks = open(root / HANG_FILE, "w")  # noqa: SIM115 - lives as long as the worker
+        seconds = max(limits.call_timeout - 0.5, 0.8 * limits.call_timeout)
     except BaseException:  # noqa: BLE001 - never run student code half-confined
         os._exit(70)
-    _serve(sock, executor, device, tripwire.found)
+    _disarm(config["hung"], root / PACKAGE, limits.call_timeout)
+    _serve(sock, executor, device, tripwire.found, stacks, seconds)
 
 
-def _serve(sock: socket.socket, executor, device: torch.device, found: list) -> None:
+def _serve(sock, executor, device, found: list, stacks, seconds: float) -> None:
     while True:
         try:
             request = wire.recv(sock, device)
             seq = request["seq"]
+            faulthandler.dump_traceback_later(seconds, file=stacks)
             outcome = executor.run(
                 request["op"], request["target"], request["name"], request["args"],
                 request["kwargs"],
             )  # fmt: skip
+            faulthandler.cancel_dump_traceback_later()
         except EOFError:
             os._exit(0)
         except BaseException:  # noqa: BLE001 - a broken request ends the worker
@@ -639,6 +674,75 @@ def _serve(sock: socket.socket, executor, device: torch.device, found: list) -> 
                 ("TypeError", "Exception", "BaseException"),
             )  # fmt: skip
             wire.send(sock, reply)
+
+
+def _disarm(hung: list[list], package_dir: Path, seconds: float) -> None:
+    """Make what ran past its time in an earlier worker fail at once: later requests that
+    reach it (``heads`` calling a hung ``softmax``) then cost no further time-outs."""
+    for file, function, line in hung:
+        name = f"{PACKAGE}.{file.removesuffix('.py')}"
+        message = (
+            f"{function} in {file} ran longer than {seconds:g} s before; not run again"
+        )
+        if function == "<module>":
+            sys.modules[name] = _BrokenModule(
+                name, f"{file} did not finish importing in time"
+            )
+            continue
+        module = _import_quietly(name)
+        if module is None:
+            continue
+        stub = _raiser_code(message)
+        for owner in [
+            module,
+            *(v for v in vars(module).values() if isinstance(v, type)),
+        ]:
+            for value in list(vars(owner).values()):
+                code = getattr(value, "__code__", None)
+                if (
+                    code
+                    and code.co_name == function
+                    and _spans(code, str(package_dir / file), line)
+                ):
+                    with contextlib.suppress(ValueError):  # a closure keeps its code
+                        value.__code__ = stub
+
+
+def _spans(code, filename: str, line: int) -> bool:
+    lines = [n for _, _, n in code.co_lines() if n is not None]
+    return (
+        code.co_filename == filename
+        and bool(lines)
+        and min(lines) <= line <= max(lines)
+    )
+
+
+def _stub(*args, **kwargs):
+    raise TimeoutError("MESSAGE")
+
+
+def _raiser_code(message: str):
+    """``_stub``'s code raising ``message``: swapped into a function, it keeps no closure."""
+    code = _stub.__code__
+    return code.replace(
+        co_consts=tuple(message if c == "MESSAGE" else c for c in code.co_consts)
+    )
+
+
+def _import_quietly(name: str):
+    try:
+        return importlib.import_module(name)
+    except BaseException:  # noqa: BLE001 - the requests that import it will say why
+        return None
+
+
+class _BrokenModule(type(sys)):
+    def __init__(self, name: str, problem: str):
+        super().__init__(name)
+        self.problem = problem
+
+    def __getattr__(self, attr):
+        raise ImportError(self.problem)
 
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
