@@ -62,7 +62,7 @@ def run_isolated(root: Path, settings: Settings, scrub: list[str]) -> list[TestR
 
     if settings.call_timeout is not None:
         sandbox.LIMITS.call_timeout = settings.call_timeout
-        sandbox.LIMITS.submission_timeout = max(900.0, 15 * settings.call_timeout)
+        sandbox.LIMITS.submission_timeout = max(480.0, 8 * settings.call_timeout)
     sandbox.LIMITS.hidden = list(settings.hidden_paths)
     args = ["--isolate", "--device", settings.device]
     if settings.keyword:

@@ -80,7 +80,9 @@ class Limits:
     """Per-submission limits: generous multiples of what the reference needs."""
 
     call_timeout: float = 60.0  # seconds of wall time per request
-    submission_timeout: float = 900.0  # seconds of wall time for all requests together
+    submission_timeout: float = (
+        480.0  # all requests together; under Gradescope's 10 min
+    )
     memory: int = 2 << 30  # bytes of address space beyond what torch itself maps
     processes: int = 64  # processes and threads of the worker's uid
     file_size: int = 64 << 20  # bytes per file the student writes
