@@ -151,9 +151,7 @@ class IsolatedSubmission(Submission):
         self._seq = 0
         self._deadline = time.monotonic() + self.limits.submission_timeout
         self._refused: dict[str, tuple[str, str]] = {}  # label -> (error type, message)
-        self._hung: list[
-            list
-        ] = []  # [file, function, line] that ran past the call timeout
+        self._hung: list[list] = []  # [file, function, line] that ran out of time
         self._violations: list[tuple[str, int, str]] = []
         self._closed = False
 
@@ -190,6 +188,13 @@ class IsolatedSubmission(Submission):
         timeout = min(self.limits.call_timeout, remaining)
         try:
             wire.send(self._sock, request)
+        except wire.WireError as exc:  # the test's own arguments
+            raise TypeError(
+                f"the arguments of {label} are not plain data: {exc}"
+            ) from None
+        except OSError:
+            pass  # the worker is gone; _receive says how
+        try:
             reply = self._receive(timeout)
         except TimeoutError:
             self._stop()
@@ -234,7 +239,8 @@ class IsolatedSubmission(Submission):
             shutil.rmtree(self._staging, ignore_errors=True)
 
     def __del__(self):
-        self.close()
+        if hasattr(self, "_closed"):
+            self.close()
 
     # The worker --------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -259,7 +265,8 @@ class IsolatedSubmission(Submission):
         if self._pid:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._pid, signal.SIGKILL)
-            _zygote().forget(self._pid)
+            if _ZYGOTE is not None:
+                _ZYGOTE.forget(self._pid)
             self._pid = 0
 
     def _receive(self, timeout: float):
@@ -377,6 +384,7 @@ def _describe_status(status: int | None) -> str:
             "SIGKILL": " (out of memory, or a limit was reached)",
             "SIGXCPU": " (CPU time limit)",
             "SIGSEGV": " (a crash)",
+            "SIGXFSZ": " (file size limit)",
         }
         return f"was killed by signal {name}{why.get(name, '')}"
     return f"ended with wait status {status}"
@@ -412,7 +420,10 @@ def _stage_copy(source: Path, target: Path) -> None:
 def _hidden_paths(extra: list[str], staging: Path) -> list[str]:
     """Secret folders, but never one the worker itself needs (its copy, Python, the engine)."""
     paths = [REPO / d for d in SECRET_DIRS] + [Path(p).resolve() for p in extra]
-    needed = (staging, Path(sys.prefix).resolve(), Path(__file__).resolve())
+    needed = (
+        staging,
+        *(Path(p).resolve() for p in (sys.prefix, sys.base_prefix, __file__)),
+    )
     return [
         str(p)
         for p in paths
@@ -442,7 +453,6 @@ class _ZygoteClient:
         theirs.close()
         self.sock = ours
         self._ended: dict[int, int] = {}  # pid -> wait status
-        self._pending: list[dict] = []
 
     def spawn(self, sock: socket.socket, config: dict) -> int:
         socket.send_fds(
@@ -480,11 +490,6 @@ class _ZygoteClient:
             pid, status = message["ended"]
             self._ended[pid] = status
         return message
-
-    def close(self) -> None:
-        self.sock.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=5)
 
 
 _ZYGOTE: _ZygoteClient | None = None
