@@ -45,14 +45,6 @@ class Collector:
         self.errors: list[str] = []
         self.hw = None
 
-    def pytest_configure(self, config):
-        """Skip hypothesis's shrinking: whether a test passes is the same, known sooner."""
-        from hypothesis import Phase, settings
-
-        phases = [Phase.explicit, Phase.reuse, Phase.generate]
-        settings.register_profile("grading-no-shrink", settings.default, phases=phases)
-        settings.load_profile("grading-no-shrink")
-
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef, request):
         value = yield
