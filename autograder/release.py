@@ -134,9 +134,8 @@ def strip_hidden_tests(source: str, filename: str = "<tests>") -> str:
     return kept
 
 
-WINDOW = (
-    3  # consecutive code lines that make a leak; single lines recur in honest oracles
-)
+# Consecutive code lines that make a leak: single lines recur in honest oracles.
+WINDOW = 3
 
 
 def _code_lines(text: str) -> list[str]:
@@ -178,8 +177,10 @@ def find_leaks(root: Path, solutions: Path = SOLUTIONS) -> list[str]:
             f"{name}: {' / '.join(w)}"
             for w in sorted(_windows(_code_lines(text)) & secret)
         ]
-        if BEGIN in text or "@pytest.mark.hidden" in text:
-            leaks.append(f"{name}: solution marker or hidden test")
+        if BEGIN in text:
+            leaks.append(f"{name}: a solution marker")
+        if path.suffix == ".py" and strip_hidden_tests(text, str(name)) != text:
+            leaks.append(f"{name}: hidden tests")
     return leaks
 
 
