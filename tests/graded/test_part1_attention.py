@@ -6,7 +6,6 @@ formula. The ``likely`` oracles beside them reproduce known mistakes, so a failu
 """
 
 import math
-import re
 
 import pytest
 import torch
@@ -15,8 +14,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autograder.protocol import expect_student_error
-from tests.graded import compare
-from tests.graded.compare import LIKELY, check_tensor, diagnosis, is_close
+from tests.graded.compare import (
+    LIKELY,
+    assert_close,
+    assert_exact,
+    check_tensor,
+    diagnosis,
+    is_close,
+)
+from tests.graded.expect import assert_names
 from tests.graded.strategies import examples, randint, randn, seeds, sizes
 
 pytestmark = pytest.mark.part(1)
@@ -34,24 +40,6 @@ AFTER = "mask applied after the softmax without renormalizing"
 INVERTED = "bool mask inverted (True treated as permitted; True means prohibited)"
 NO_MAX = "no max subtraction in the softmax: exp overflows at logits near 1000"
 ROW_NAN = "a fully masked row gives NaN instead of raising ValueError"
-
-
-def on_device(device, likely) -> dict:
-    """The ``likely`` suspects, moved lazily to the device the comparison happens on."""
-
-    def move(value):
-        value = value() if callable(value) else value
-        return None if value is None else value.to(device)
-
-    return {name: (lambda v=value: move(v)) for name, value in dict(likely).items()}
-
-
-def assert_close(actual, expected: torch.Tensor, what: str, likely=()) -> None:
-    compare.assert_close(actual, expected, what, on_device(expected.device, likely))
-
-
-def assert_exact(actual, expected: torch.Tensor, what: str, likely=()) -> None:
-    compare.assert_exact(actual, expected, what, on_device(expected.device, likely))
 
 
 # Oracles -----------------------------------------------------------------------------------
@@ -156,25 +144,6 @@ def check_attention(hw, q, k, v, mask=None, dtype=torch.float64, what=""):
         likely={name: o for name, (o, _) in suspects.items()},
     )
     return out, weights
-
-
-def names_argument(message: str, *names: str) -> bool:
-    """The message mentions one of ``names`` as a word (long names may start a word: mask-ed)."""
-    for name in names:
-        tail = r"(?![A-Za-z0-9_])" if len(name) <= 2 else ""
-        if re.search(
-            rf"(?<![A-Za-z0-9_]){re.escape(name)}{tail}", message, re.IGNORECASE
-        ):
-            return True
-    return False
-
-
-def assert_names(box, *names: str) -> None:
-    message = box["error"].message
-    assert names_argument(message, *names), (
-        f"the ValueError message should name the argument ({' or '.join(names)}); "
-        f"it says: {message!r}"
-    )
 
 
 def fail_if_nan(value, what: str, mistake: str) -> None:
@@ -358,7 +327,7 @@ def assert_near(actual, expected: torch.Tensor, what: str, atol: float, likely=(
         err = (actual.double() - expected.double()).abs().max().item()
         raise AssertionError(
             f"{what} differs from the worked example by {err:.3g} (atol {atol:g})"
-            + diagnosis(actual, on_device(expected.device, likely))
+            + diagnosis(actual, likely)
         )
 
 

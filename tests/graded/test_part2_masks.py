@@ -5,14 +5,13 @@ beside it reproduce known mistakes (diagonal hidden too, the ``t_k > t_q`` offse
 padding off by one), so a failure can name one.
 """
 
-import re
-
 import pytest
 import torch
 from hypothesis import given
 
 from autograder.protocol import expect_student_error
 from tests.graded.compare import assert_exact
+from tests.graded.expect import assert_names
 from tests.graded.strategies import examples, sizes
 
 pytestmark = pytest.mark.part(2)
@@ -66,25 +65,6 @@ def padding_suspects(lengths: list[int], t: int, device="cpu") -> dict:
         "left padding instead of right padding": pos < t - n,
         "padding mask inverted (True must mean a padded position)": pos < n,
     }
-
-
-def names_argument(message: str, *names: str) -> bool:
-    """The message mentions one of ``names`` as a word (long names may start a word)."""
-    for name in names:
-        tail = r"(?![A-Za-z0-9_])" if len(name) <= 2 else ""
-        if re.search(
-            rf"(?<![A-Za-z0-9_]){re.escape(name)}{tail}", message, re.IGNORECASE
-        ):
-            return True
-    return False
-
-
-def assert_names(box, *names: str) -> None:
-    message = box["error"].message
-    assert names_argument(message, *names), (
-        f"the ValueError message should name the argument ({' or '.join(names)}); "
-        f"it says: {message!r}"
-    )
 
 
 # causal_mask -------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ Masks are built here, not with the student's part 2, so part 3 stands on its own
 """
 
 import math
-import re
 
 import pytest
 import torch
@@ -18,7 +17,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 from autograder.protocol import expect_student_error
-from tests.graded import compare
+from tests.graded.compare import assert_close, assert_exact
+from tests.graded.expect import assert_names
 from tests.graded.strategies import examples, randn, random_state, seeds, sizes
 
 pytestmark = pytest.mark.part(3)
@@ -31,24 +31,6 @@ PROJ = ("q_proj", "k_proj", "v_proj", "out_proj")
 SPLIT_NO_T = "split_heads reshapes straight to (B, h, T, d_h) without the transpose"
 MERGE_NO_T = "merge_heads reshapes (B, h, T, d_h) to (B, T, D) without the transpose"
 CROSS_FROM_X = "cross-attention takes keys and values from x instead of context"
-
-
-def on_device(device, likely) -> dict:
-    """The ``likely`` suspects, moved lazily to the device the comparison happens on."""
-
-    def move(value):
-        value = value() if callable(value) else value
-        return None if value is None else value.to(device)
-
-    return {name: (lambda v=value: move(v)) for name, value in dict(likely).items()}
-
-
-def assert_close(actual, expected: torch.Tensor, what: str, likely=()) -> None:
-    compare.assert_close(actual, expected, what, on_device(expected.device, likely))
-
-
-def assert_exact(actual, expected: torch.Tensor, what: str, likely=()) -> None:
-    compare.assert_exact(actual, expected, what, on_device(expected.device, likely))
 
 
 # Oracles -----------------------------------------------------------------------------------
@@ -202,25 +184,6 @@ def check_mha(
         likely=mha_suspects(x, sd, n_heads, context, mask),
     )
     return m
-
-
-def names_argument(message: str, *names: str) -> bool:
-    """The message mentions one of ``names`` as a word (long names may start a word)."""
-    for name in names:
-        tail = r"(?![A-Za-z0-9_])" if len(name) <= 2 else ""
-        if re.search(
-            rf"(?<![A-Za-z0-9_]){re.escape(name)}{tail}", message, re.IGNORECASE
-        ):
-            return True
-    return False
-
-
-def assert_names(box, *names: str) -> None:
-    message = box["error"].message
-    assert names_argument(message, *names), (
-        f"the ValueError message should name the argument ({' or '.join(names)}); "
-        f"it says: {message!r}"
-    )
 
 
 # split_heads / merge_heads -----------------------------------------------------------------

@@ -7,15 +7,13 @@ non-contiguous (``[3, 17, 5, 0]``) so an implementation that ignores ``positions
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autograder.protocol import expect_student_error
 from tests.graded.compare import assert_close
+from tests.graded.expect import raises_value_error
 from tests.graded.strategies import examples, randn, seeds, sizes
 
 pytestmark = pytest.mark.part(4)
@@ -85,25 +83,6 @@ def float32_suspect(got, expected):
         return got if bool(error < 0.05) else None
 
     return {"angles (or cos/sin) computed in float32 for a float64 input": suspect}
-
-
-def raises_value_error(what, names, fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` raises ValueError whose message names one of ``names``."""
-    try:
-        with expect_student_error(ValueError) as box:
-            fn(*args, **kwargs)
-    except AssertionError as err:
-        raise AssertionError(f"{what}: {err}") from None
-    assert_names(box, *names)
-
-
-def assert_names(box, *names):
-    """The ValueError's message names the argument (any of ``names``, as whole words)."""
-    message = box["error"].message
-    if not any(re.search(rf"\b{re.escape(n)}\b", message) for n in names):
-        raise AssertionError(
-            f"the ValueError's message should name {' or '.join(names)}; it says: {message!r}"
-        )
 
 
 def longs(values, device):

@@ -8,15 +8,14 @@ positions that restart at 0 in every cached step all show.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given
 
-from autograder.protocol import StudentError, expect_student_error
+from autograder.protocol import StudentError
 from tests.graded.compare import LIKELY, assert_close, assert_exact
+from tests.graded.expect import raises_value_error
 from tests.graded.strategies import examples, randn, random_state, seeds, sizes
 
 pytestmark = pytest.mark.part(6)
@@ -155,25 +154,6 @@ def cached_decode(hw, gqa, x, chunks, n_heads, n_kv, d_h, max_len):
                     "and repeat them only for the attention"
                 ) from None
         raise
-
-
-def raises_value_error(what, names, fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` raises ValueError whose message names one of ``names``."""
-    try:
-        with expect_student_error(ValueError) as box:
-            fn(*args, **kwargs)
-    except AssertionError as err:
-        raise AssertionError(f"{what}: {err}") from None
-    assert_names(box, *names)
-
-
-def assert_names(box, *names):
-    """The ValueError's message names the argument (any of ``names``, as whole words)."""
-    message = box["error"].message
-    if not any(re.search(rf"\b{re.escape(n)}\b", message) for n in names):
-        raise AssertionError(
-            f"the ValueError's message should name {' or '.join(names)}; it says: {message!r}"
-        )
 
 
 # kv_cache_numel and repeat_kv -----------------------------------------------------------------

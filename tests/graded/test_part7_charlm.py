@@ -20,8 +20,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from autograder.protocol import StudentError, expect_student_error
+from autograder.protocol import StudentError
 from tests.graded.compare import LIKELY, assert_close, assert_exact
+from tests.graded.expect import raises_value_error
 from tests.graded.strategies import randint, randn, random_state
 
 pytestmark = pytest.mark.part(7)
@@ -73,25 +74,6 @@ AT_MAX_LEN = (
 
 
 # Helpers ------------------------------------------------------------------------------
-def value_error(
-    what: str, names: tuple[str, ...], fn, *args, hint: str = "", **kwargs
-) -> str:
-    """``fn(*args, **kwargs)`` must raise ``ValueError`` naming one of ``names``;
-    ``hint`` is the likely mistake when it raises nothing or something else."""
-    try:
-        with expect_student_error(ValueError) as box:
-            fn(*args, **kwargs)
-    except AssertionError as err:
-        named = f"\n{LIKELY} {hint}" if hint else ""
-        raise AssertionError(f"{what}: {err}{named}") from None
-    message = box["error"].message
-    assert any(n in message for n in names), (
-        f"{what}: the ValueError's message should name "
-        f"{' or '.join(map(repr, names))}; got {message!r}"
-    )
-    return message
-
-
 def attempt(what: str, hint: str, fn, *args, **kwargs):
     """``fn(*args, **kwargs)``, where raising is a known mistake (``hint``)."""
     try:
@@ -341,9 +323,11 @@ def test_char_tokenizer_errors(hw):
     tok = hw.new(TOKENIZER, "hello world\n")
     back = tok.call("decode", tok.call("encode", "low\n"))
     assert back == "low\n", f"CharTokenizer.decode(encode('low\\n')) gave {back!r}"
-    value_error("CharTokenizer.encode('he#lo')", ("#",), tok.call, "encode", "he#lo")
+    raises_value_error(
+        "CharTokenizer.encode('he#lo')", ("#",), tok.call, "encode", "he#lo"
+    )
     # the vocabulary "\n", " ", d, e, h, l, o, r, w has ids 1..9, so 10 is unknown
-    value_error(
+    raises_value_error(
         "CharTokenizer.decode([1, 2, 10])",
         ("10", "id"),
         tok.call,
@@ -414,7 +398,7 @@ def test_lm_batch_pad_id_and_short_sequence(hw):
     """A non-default pad_id pads the inputs (targets still IGNORE_INDEX); a sequence
     of length 1 is refused."""
     seqs = check_lm_batch(hw, 5)
-    value_error(
+    raises_value_error(
         "lm_batch with a sequence of length 1",
         ("sequence",),
         hw.call,
@@ -471,7 +455,7 @@ def test_lm_loss_no_real_target(hw):
     """Targets that are all IGNORE_INDEX have no loss: ValueError."""
     logits, targets = loss_case(torch.float64, hw.device)
     hw.call(LM_LOSS, logits, targets)
-    value_error(
+    raises_value_error(
         "lm_loss with every target IGNORE_INDEX",
         ("target",),
         hw.call,
@@ -532,7 +516,7 @@ def test_evaluate_restores_mode_and_skips_empty_batches(hw):
         "evaluate put a model in eval mode in train mode"
     )
     m.call("train")
-    value_error(
+    raises_value_error(
         "evaluate with no real target in any batch",
         ("batch", "target"),
         hw.call,
@@ -654,7 +638,7 @@ def test_charlm_cached_forward_matches_full(hw):
     )
     length = caches[0].attr("length")
     assert length == 6, f"after 6 positions the caches hold length {length}, expected 6"
-    value_error(
+    raises_value_error(
         "CharLM(max_len=8) forward of 3 positions after 6 cached",
         ("max_len", "idx", "cache", "position", "8", "9"),
         m,
@@ -680,7 +664,7 @@ def test_charlm_max_len_honoured(hw):
             NO_CAUSAL: lambda: oracle_logits(state, idx[:, :40], H, allowed=causal_only)
         },
     )
-    value_error(
+    raises_value_error(
         "CharLM(max_len=40) forward on 41 positions",
         ("max_len", "idx", "position", "40", "41"),
         m,
@@ -966,10 +950,10 @@ def test_generate_errors(hw):
     what = "generate with len(prompt) + max_new_tokens == max_len"
     out = attempt(what, AT_MAX_LEN, hw.call, GENERATE, m, prompt, 6, generator=gen)
     check_ids(out, prompt, 6, hw, what)
-    value_error(
+    raises_value_error(
         "generate with a 2-D prompt", ("prompt",), hw.call, GENERATE, m, prompt[None], 2
     )
-    value_error(
+    raises_value_error(
         "generate with an empty prompt",
         ("prompt",),
         hw.call,
@@ -979,7 +963,7 @@ def test_generate_errors(hw):
         2,
     )
     before = gen.call("get_state")
-    value_error(
+    raises_value_error(
         "generate with len(prompt) + max_new_tokens > max_len",
         ("max_len", "max_new_tokens", "prompt"),
         hw.call,
