@@ -205,7 +205,11 @@ def send(sock: socket.socket, value) -> None:
         raise WireError(
             f"message of {total} bytes exceeds the {MAX_MESSAGE}-byte limit"
         )
-    sock.sendall(_FRAME.pack(total, len(header)) + header)
+    head = _FRAME.pack(total, len(header)) + header
+    if total <= 1 << 20:  # one system call for the usual small message
+        sock.sendall(b"".join([head, *buffers]))
+        return
+    sock.sendall(head)
     for buf in buffers:
         if buf.nbytes:
             sock.sendall(buf)
