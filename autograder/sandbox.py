@@ -69,7 +69,11 @@ SECRET_DIRS = ("solutions", "tests", ".git", "examples")
 HANG_FILE = (
     ".stacks"  # where a worker dumps its stacks when a request is about to time out
 )
-UID_BASE = 200_000  # worker uid = UID_BASE + its pid: unique among live workers
+UID_BASE = 200_000
+_UNCONFINED, _BROKEN = (
+    70,
+    71,
+)  # a worker's own exit statuses  # worker uid = UID_BASE + its pid: unique among live workers
 _GEN_SHIFT = (
     40  # grading-side handle id = worker generation << _GEN_SHIFT | worker's id
 )
@@ -372,7 +376,11 @@ def _describe_status(status: int | None) -> str:
     if status is None:
         return "ended"
     if os.WIFEXITED(status):
-        return f"exited with status {os.WEXITSTATUS(status)}"
+        code = os.WEXITSTATUS(status)
+        return {
+            _UNCONFINED: "could not be confined (a grader problem, not the submission's)",
+            _BROKEN: "could not read the next request (its state was broken)",
+        }.get(code, f"exited with status {code}")
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         name = (
@@ -647,7 +655,7 @@ def _worker_main(sock: socket.socket, config: dict) -> None:
         stacks = open(root / HANG_FILE, "w")  # noqa: SIM115 - lives as long as the worker
         seconds = max(limits.call_timeout - 0.5, 0.8 * limits.call_timeout)
     except BaseException:  # noqa: BLE001 - never run student code half-confined
-        os._exit(70)
+        os._exit(_UNCONFINED)
     _disarm(config["hung"], root / PACKAGE, limits.call_timeout)
     _serve(sock, executor, device, tripwire.found, stacks, seconds)
 
@@ -657,7 +665,9 @@ def _serve(sock, executor, device, found: list, stacks, seconds: float) -> None:
         try:
             request = wire.recv(sock, device)
             seq = request["seq"]
-            faulthandler.dump_traceback_later(seconds, file=stacks)
+            # No thread left to start (a fork bomb used them up): then no stacks, no harm.
+            with contextlib.suppress(RuntimeError):
+                faulthandler.dump_traceback_later(seconds, file=stacks)
             outcome = executor.run(
                 request["op"], request["target"], request["name"], request["args"],
                 request["kwargs"],
@@ -666,7 +676,7 @@ def _serve(sock, executor, device, found: list, stacks, seconds: float) -> None:
         except EOFError:
             os._exit(0)
         except BaseException:  # noqa: BLE001 - a broken request ends the worker
-            os._exit(71)
+            os._exit(_BROKEN)
         reply = {"seq": seq, "v": [list(v) for v in found]}
         if outcome[0] == "ok":
             reply["ok"] = outcome[1]
