@@ -44,6 +44,11 @@ class Collector:
         self.results: dict[str, TestResult] = {}
         self.errors: list[str] = []
         self.hw = None
+        self.interrupted = False
+
+    def pytest_keyboard_interrupt(self, excinfo):
+        """Ctrl-C, not pytest's own stop after collection errors (a subclass)."""
+        self.interrupted = excinfo.type is KeyboardInterrupt
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef, request):
@@ -130,7 +135,7 @@ def run_suite(
     output = io.StringIO()
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
         code = pytest.main(argv, plugins=[collector])
-    if code == pytest.ExitCode.INTERRUPTED:
+    if collector.interrupted:
         raise KeyboardInterrupt
     if (
         code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
@@ -156,7 +161,11 @@ def check(path: Path, device: str = "cpu") -> int:
         console.print(f"[red]{path} has no transformer_hw/ folder[/]")
         return 2
     args = ["-m", "public", "--device", device]
-    tests, _ = run_suite(root, args, scrub=[str(root)])
+    try:
+        tests, _ = run_suite(root, args, scrub=[str(root)])
+    except SuiteError as exc:
+        console.print(str(exc), style="red", markup=False)
+        return 2
     for k, part in PARTS.items():
         mine = [t for t in tests if t.part == k]
         got, total = (
