@@ -33,10 +33,10 @@ def cmd_grade(args: argparse.Namespace) -> int:
         TimeElapsedColumn,
     )
 
-    from autograder import grade, intake, report, sandbox
+    from autograder import confine, grade, intake, report
 
     console = Console(file=sys.stdout)
-    for note in sandbox.unavailable_protections():
+    for note in confine.unavailable_protections():
         console.print(f"[yellow]note:[/] {note}")
     out = Path(args.out)
     found = intake.find([Path(p) for p in args.paths])

@@ -8,37 +8,27 @@ back.
 Why a template ("zygote"): importing torch costs seconds, a fork costs milliseconds. One zygote
 per grading process imports torch and the executor, runs no torch op (a forked OpenMP/MKL thread
 pool can hang) and never touches CUDA; it forks one worker per submission and reports when a
-worker ends. Each worker, before running any student code:
-
-* starts its own session, so its whole process group can be killed;
-* sends fd 1 and 2 (and ``sys.stdout``/``sys.stderr``) to ``/dev/null``: prints cost nothing
-  and never touch the protocol socket;
-* sets its torch thread count (and initializes CUDA when it grades on a GPU);
-* as root: hides the reference, the tests and the batch's inputs and outputs behind empty
-  read-only mounts in a private mount namespace (or, where mounting is not allowed, takes their
-  permissions away from "other" users), then becomes a fresh unprivileged uid (one per worker,
-  so no two workers share files, process limits or signals) that owns only its staged copy;
-* applies resource limits (address space, processes, CPU time, file size, open files);
-* wraps the forbidden torch functions (``autograder.tripwire``).
+worker ends. Each worker, before running any student code, sets its torch thread count
+(and initializes CUDA when it grades on a GPU) and confines itself (``autograder.confine``:
+own session, output to ``/dev/null``, secrets hidden, a fresh unprivileged uid as root,
+resource limits); the template has wrapped the forbidden torch functions
+(``autograder.tripwire``).
 
 When a worker ends, its process group, every process of its uid and every orphan it left (the
 template is a child subreaper, so even a daemon that started its own session comes back to it)
 are killed. A request that runs past its wall time, or a worker that dies, becomes a
 ``StudentError`` for that request; the next request gets a fresh worker (objects of the old one
-are gone). A function that timed out or ended the worker fails fast afterwards, and once the
-submission's total time is spent every request fails fast, so one hang never blocks a batch.
+are gone). A function that timed out (``autograder.hangs``) or ended the worker fails fast
+afterwards, and once the submission's total time is spent every request fails fast, so one hang
+never blocks a batch.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import faulthandler
-import importlib
 import json
 import os
-import re
-import resource
 import select
 import shutil
 import signal
@@ -52,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from autograder import wire
+from autograder import confine, hangs, wire
 from autograder.forbidden import Violation
 from autograder.protocol import (
     MODULES,
@@ -66,17 +56,8 @@ from autograder.protocol import (
 REPO = Path(__file__).resolve().parent.parent
 #: Folders of the repository student code must never read (as root).
 SECRET_DIRS = ("solutions", "tests", ".git", "examples")
-HANG_FILE = (
-    ".stacks"  # where a worker dumps its stacks when a request is about to time out
-)
-UID_BASE = 200_000
-_UNCONFINED, _BROKEN = (
-    70,
-    71,
-)  # a worker's own exit statuses  # worker uid = UID_BASE + its pid: unique among live workers
-_GEN_SHIFT = (
-    40  # grading-side handle id = worker generation << _GEN_SHIFT | worker's id
-)
+_UNCONFINED, _BROKEN = 70, 71  # a worker's own exit statuses
+_GEN_SHIFT = 40  # grading-side handle id: worker generation << _GEN_SHIFT | worker's id
 
 
 @dataclass
@@ -99,46 +80,6 @@ class Limits:
 
 #: Defaults for every ``IsolatedSubmission``; ``autograder grade`` adjusts them.
 LIMITS = Limits()
-
-
-def unavailable_protections() -> list[str]:
-    """What this run cannot protect (empty as root on Linux)."""
-    if os.name != "posix":
-        return ["student code cannot be isolated on this system"]
-    if os.geteuid() != 0:
-        return [
-            (
-                "not running as root: student code runs as your own user, so it could "
-                "read the reference solutions, the tests and other submissions"
-            )
-        ]
-    notes = []
-    if not _can_unshare_mounts():
-        notes.append(
-            "no mount namespaces here: the reference, the tests and the batch are hidden from "
-            "student code by removing their permissions for other users (chmod o-rwx)"
-        )
-        if not _others_can_enter(sys.base_prefix):
-            notes.append(
-                f"Python lives under a folder other users cannot enter ({sys.base_prefix}), so "
-                "student code can import only the modules the grader loaded before it starts"
-            )
-    return notes
-
-
-def _can_unshare_mounts() -> bool:
-    pid = os.fork()
-    if pid == 0:
-        os._exit(0 if _LIBC.unshare(_CLONE_NEWNS) == 0 else 1)
-    return os.waitpid(pid, 0)[1] == 0
-
-
-def _others_can_enter(path: str) -> bool:
-    parts = Path(os.path.realpath(path)).parts
-    return all(
-        os.stat(os.path.join(*parts[:i])).st_mode & 0o001
-        for i in range(2, len(parts) + 1)
-    )
 
 
 class IsolatedSubmission(Submission):
@@ -209,7 +150,9 @@ class IsolatedSubmission(Submission):
                 )
             else:
                 message = f"{label} took longer than {self.limits.call_timeout:g} s"
-                self._hung += _outermost_student_frame(self._staging / HANG_FILE)
+                self._hung += hangs.outermost_student_frame(
+                    self._staging / hangs.HANG_FILE
+                )
                 self._refused[label] = (
                     "TimeoutError",
                     f"{label} timed out earlier, so it was not run again",
@@ -398,24 +341,6 @@ def _describe_status(status: int | None) -> str:
     return f"ended with wait status {status}"
 
 
-def _outermost_student_frame(dump: Path) -> list[list]:
-    """``[[file, function, line]]`` of the student frame that a hung request entered first.
-
-    The worker writes its Python stacks (``faulthandler``, most recent call first) just before
-    its time runs out. The outermost student frame is the function the request ran (or the
-    module it imported), the same on every run, so disarming it is deterministic.
-    """
-    try:
-        text = dump.read_text(errors="replace")
-    except OSError:
-        return []
-    frames = re.findall(rf'File "[^"]*/{PACKAGE}/(\w+\.py)", line (\d+) in (\S+)', text)
-    if not frames:
-        return []
-    file, line, function = frames[-1]
-    return [[file, function, int(line)]]
-
-
 def _stage_copy(source: Path, target: Path) -> None:
     """A private copy of the package's expected module files (nothing else is needed)."""
     target.mkdir(parents=True)
@@ -526,9 +451,7 @@ def zygote_main(fd: int) -> None:
     from autograder import tripwire
 
     tripwire.install()
-    _LIBC.prctl(
-        _PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0
-    )  # orphans of workers come here to be reaped
+    confine.set_subreaper()  # orphans of workers come here to be reaped and killed
     ctl = socket.socket(fileno=fd)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -566,7 +489,7 @@ def zygote_main(fd: int) -> None:
                     os._exit(0)
             for extra in fds:
                 os.close(extra)
-            workers[pid] = UID_BASE + pid if os.geteuid() == 0 else None
+            workers[pid] = confine.UID_BASE + pid if os.geteuid() == 0 else None
             ctl.send(json.dumps({"spawned": pid}).encode())
 
 
@@ -635,28 +558,28 @@ def _worker_main(sock: socket.socket, config: dict) -> None:
         limits = Limits(**config["limits"])
         device = torch.device(config["device"])
         root = Path(config["root"])
-        _confine_process()
-        _clean_environment(root)
+        confine.detach()
+        confine.clean_environment(root)
         torch.set_num_threads(limits.threads)
         with contextlib.suppress(RuntimeError):
             torch.set_num_interop_threads(1)
         if device.type == "cuda":
             torch.cuda.init()
         if os.geteuid() == 0:
-            _hide(config["hidden"], root)
-            _become_unprivileged(root)
-        _set_limits(limits, device)
+            confine.hide(config["hidden"], root)
+            confine.become_unprivileged(root)
+        confine.set_limits(limits, cuda=device.type == "cuda")
         os.chdir(root)
         from autograder import tripwire
         from autograder.executor import Executor
 
         tripwire.watch(str(root / PACKAGE))
         executor = Executor(root)
-        stacks = open(root / HANG_FILE, "w")  # noqa: SIM115 - lives as long as the worker
+        stacks = open(root / hangs.HANG_FILE, "w")  # noqa: SIM115 - lives as long as the worker
         seconds = max(limits.call_timeout - 0.5, 0.8 * limits.call_timeout)
     except BaseException:  # noqa: BLE001 - never run student code half-confined
         os._exit(_UNCONFINED)
-    _disarm(config["hung"], root / PACKAGE, limits.call_timeout)
+    hangs.disarm(config["hung"], root / PACKAGE, limits.call_timeout)
     _serve(sock, executor, device, tripwire.found, stacks, seconds)
 
 
@@ -691,202 +614,3 @@ def _serve(sock, executor, device, found: list, stacks, seconds: float) -> None:
                 ("TypeError", "Exception", "BaseException"),
             )  # fmt: skip
             wire.send(sock, reply)
-
-
-def _disarm(hung: list[list], package_dir: Path, seconds: float) -> None:
-    """Make what ran past its time in an earlier worker fail at once: later requests that
-    reach it (``heads`` calling a hung ``softmax``) then cost no further time-outs."""
-    for file, function, line in hung:
-        name = f"{PACKAGE}.{file.removesuffix('.py')}"
-        message = (
-            f"{function} in {file} ran longer than {seconds:g} s before; not run again"
-        )
-        if function == "<module>":
-            sys.modules[name] = _BrokenModule(
-                name, f"{file} did not finish importing in time"
-            )
-            continue
-        module = _import_quietly(name)
-        if module is None:
-            continue
-        stub = _raiser_code(message)
-        for owner in [
-            module,
-            *(v for v in vars(module).values() if isinstance(v, type)),
-        ]:
-            for value in list(vars(owner).values()):
-                code = getattr(value, "__code__", None)
-                if (
-                    code
-                    and code.co_name == function
-                    and _spans(code, str(package_dir / file), line)
-                ):
-                    with contextlib.suppress(ValueError):  # a closure keeps its code
-                        value.__code__ = stub
-
-
-def _spans(code, filename: str, line: int) -> bool:
-    lines = [n for _, _, n in code.co_lines() if n is not None]
-    return (
-        code.co_filename == filename
-        and bool(lines)
-        and min(lines) <= line <= max(lines)
-    )
-
-
-def _stub(*args, **kwargs):
-    raise TimeoutError("MESSAGE")
-
-
-def _raiser_code(message: str):
-    """``_stub``'s code raising ``message``: swapped into a function, it keeps no closure."""
-    code = _stub.__code__
-    return code.replace(
-        co_consts=tuple(message if c == "MESSAGE" else c for c in code.co_consts)
-    )
-
-
-def _import_quietly(name: str):
-    try:
-        return importlib.import_module(name)
-    except BaseException:  # noqa: BLE001 - the requests that import it will say why
-        return None
-
-
-class _BrokenModule(type(sys)):
-    def __init__(self, name: str, problem: str):
-        super().__init__(name)
-        self.problem = problem
-
-    def __getattr__(self, attr):
-        raise ImportError(self.problem)
-
-
-_LIBC = ctypes.CDLL(None, use_errno=True)
-_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 36, 38
-_CLONE_NEWNS = 0x00020000
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
-_MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x1000, 0x2000, 0x4000, 1 << 18
-
-
-def _confine_process() -> None:
-    os.setsid()
-    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
-    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the worker
-    sys.stdin = open(os.devnull)  # noqa: SIM115
-
-
-def _clean_environment(root: Path) -> None:
-    """No inherited variables: they would tell student code where the grader lives."""
-    keep = {k: v for k, v in os.environ.items() if k.startswith(("CUDA_", "NVIDIA_"))}
-    os.environ.clear()
-    os.environ.update(keep, PATH="/usr/bin:/bin", HOME=str(root), LANG="C.UTF-8")
-
-
-def _hide(paths: list[str], root: Path) -> None:
-    """Cover secret paths with empty mounts, or (without mount rights) close them to others.
-
-    In the private mount namespace, a folder Python itself needs that sits under a folder
-    closed to others (a pyenv under ``/root``) is moved onto an open, empty tmpfs that covers
-    the closed folder, so the unprivileged worker can import the standard library and nothing
-    else from there.
-    """
-    mounted = _LIBC.unshare(_CLONE_NEWNS) == 0 and (
-        _LIBC.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) == 0
-    )
-    if mounted:
-        _expose_python(root)
-    for path in paths:
-        ok = mounted and _mount(b"tmpfs", path, b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV
-                                | _MS_NOEXEC, b"size=4k,mode=000")  # fmt: skip
-        if not ok and os.path.isdir(path):
-            os.chmod(path, os.stat(path).st_mode & 0o770)
-
-
-def _expose_python(root: Path) -> None:
-    needed = sorted({os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, *sys.path)
-                     if p and os.path.isdir(p)})  # fmt: skip
-    needed = [p for p in needed if not any(p.startswith(q + os.sep) for q in needed)]
-    closed: dict[str, list[str]] = {}
-    for path in needed:
-        parts = Path(path).parts
-        for i in range(2, len(parts) + 1):
-            ancestor = os.path.join(*parts[:i])
-            if not os.stat(ancestor).st_mode & 0o001:
-                closed.setdefault(ancestor, []).append(path)
-                break
-    for number, (ancestor, paths) in enumerate(closed.items()):
-        if any(ancestor.startswith(other + os.sep) for other in closed):
-            continue
-        asides = []
-        for path in paths:
-            aside = root / f".python{number}-{len(asides)}"
-            aside.mkdir()
-            _mount(path.encode(), str(aside), None, _MS_BIND | _MS_REC)
-            asides.append((aside, path))
-        _mount(
-            b"tmpfs", ancestor, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=4k,mode=755"
-        )
-        for aside, path in asides:
-            os.makedirs(path, mode=0o755)
-            _mount(str(aside).encode(), path, None, _MS_MOVE)
-            aside.rmdir()
-
-
-def _mount(
-    source: bytes, target: str, kind: bytes | None, flags: int, data=None
-) -> bool:
-    return _LIBC.mount(source, target.encode(), kind, flags, data) == 0
-
-
-def _become_unprivileged(root: Path) -> None:
-    uid = UID_BASE + os.getpid()
-    for dirpath, _, filenames in os.walk(root):
-        os.chown(dirpath, uid, uid)
-        for name in filenames:
-            os.chown(os.path.join(dirpath, name), uid, uid)
-    os.chmod(root, 0o700)
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
-    _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-
-
-def _set_limits(limits: Limits, device: torch.device) -> None:
-    def cap(kind: int, value: int) -> None:
-        _, hard = resource.getrlimit(kind)
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(kind, (value, value))
-
-    if device.type != "cuda":  # CUDA reserves huge address ranges up front
-        cap(resource.RLIMIT_AS, _address_space() + limits.memory)
-    processes = limits.processes
-    if (
-        os.geteuid() != 0
-    ):  # the limit counts all of our user's tasks, not just the worker's
-        processes += _tasks_of_uid(os.getuid())
-    cap(resource.RLIMIT_NPROC, processes)
-    cap(resource.RLIMIT_CPU, int(limits.submission_timeout) + 30)
-    cap(resource.RLIMIT_FSIZE, limits.file_size)
-    cap(resource.RLIMIT_NOFILE, limits.open_files)
-    cap(resource.RLIMIT_CORE, 0)
-
-
-def _address_space() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[0]) * resource.getpagesize()
-
-
-def _tasks_of_uid(uid: int) -> int:
-    """Processes and threads of ``uid`` now (RLIMIT_NPROC counts them all)."""
-    count = 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if entry.stat().st_uid == uid:
-                    count += len(os.listdir(f"/proc/{entry.name}/task"))
-    return count

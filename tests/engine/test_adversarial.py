@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cli, sandbox
+from autograder import cli, confine
 from autograder.points import PARTS
 from autograder.protocol import PACKAGE
 
@@ -54,7 +54,7 @@ def leftover_processes() -> list[int]:
         except OSError:  # gone meanwhile
             continue
         if (
-            uid >= sandbox.UID_BASE
+            uid >= confine.UID_BASE
             and fields[0] != "Z"
             and b"zygote_main" not in parent
         ):

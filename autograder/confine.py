@@ -1,0 +1,198 @@
+"""How a sandbox worker confines itself before it runs student code (Linux).
+
+Each step closes one way out: its own session (the grader can kill the whole group), output to
+``/dev/null`` (prints cannot block or reach the protocol socket), no inherited environment,
+the reference, tests and batch covered by empty mounts in a private mount namespace (or closed
+to other users where mounting is not allowed), a fresh unprivileged uid per worker (as root), and
+resource limits. ``unavailable_protections`` says which of these a run cannot have.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import resource
+import signal
+import sys
+from pathlib import Path
+
+UID_BASE = 200_000  # a worker's uid is UID_BASE + its pid: unique among live workers
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 36, 38
+_CLONE_NEWNS = 0x00020000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x1000, 0x2000, 0x4000, 1 << 18
+
+
+def unavailable_protections() -> list[str]:
+    """What this run cannot protect (empty as root on Linux)."""
+    if os.name != "posix":
+        return ["student code cannot be isolated on this system"]
+    if os.geteuid() != 0:
+        return [
+            (
+                "not running as root: student code runs as your own user, so it could "
+                "read the reference solutions, the tests and other submissions"
+            )
+        ]
+    notes = []
+    if not can_unshare_mounts():
+        notes.append(
+            "no mount namespaces here: the reference, the tests and the batch are hidden from "
+            "student code by removing their permissions for other users (chmod o-rwx)"
+        )
+        if not others_can_enter(sys.base_prefix):
+            notes.append(
+                f"Python lives under a folder other users cannot enter ({sys.base_prefix}), so "
+                "student code can import only the modules the grader loaded before it starts"
+            )
+    return notes
+
+
+def set_subreaper() -> None:
+    """Orphans of our descendants become our children (so we can find and kill them)."""
+    _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def can_unshare_mounts() -> bool:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if _LIBC.unshare(_CLONE_NEWNS) == 0 else 1)
+    return os.waitpid(pid, 0)[1] == 0
+
+
+def others_can_enter(path: str) -> bool:
+    parts = Path(os.path.realpath(path)).parts
+    return all(
+        os.stat(os.path.join(*parts[:i])).st_mode & 0o001
+        for i in range(2, len(parts) + 1)
+    )
+
+
+def detach() -> None:
+    """Own session, parent-death signal, standard streams to ``/dev/null``."""
+    os.setsid()
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the worker
+    sys.stdin = open(os.devnull)  # noqa: SIM115
+
+
+def clean_environment(root: Path) -> None:
+    """No inherited variables: they would tell student code where the grader lives."""
+    keep = {k: v for k, v in os.environ.items() if k.startswith(("CUDA_", "NVIDIA_"))}
+    os.environ.clear()
+    os.environ.update(keep, PATH="/usr/bin:/bin", HOME=str(root), LANG="C.UTF-8")
+
+
+def hide(paths: list[str], root: Path) -> None:
+    """Cover secret paths with empty mounts, or (without mount rights) close them to others.
+
+    In the private mount namespace, a folder Python itself needs that sits under a folder
+    closed to others (a pyenv under ``/root``) is moved onto an open, empty tmpfs that covers
+    the closed folder, so the unprivileged worker can import the standard library and nothing
+    else from there.
+    """
+    mounted = _LIBC.unshare(_CLONE_NEWNS) == 0 and (
+        _LIBC.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) == 0
+    )
+    if mounted:
+        _expose_python(root)
+    for path in paths:
+        ok = mounted and _mount(b"tmpfs", path, b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+                                | _MS_NOEXEC, b"size=4k,mode=000")  # fmt: skip
+        if not ok and os.path.isdir(path):
+            os.chmod(path, os.stat(path).st_mode & 0o770)
+
+
+def _expose_python(root: Path) -> None:
+    needed = sorted({os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, *sys.path)
+                     if p and os.path.isdir(p)})  # fmt: skip
+    needed = [p for p in needed if not any(p.startswith(q + os.sep) for q in needed)]
+    closed: dict[str, list[str]] = {}
+    for path in needed:
+        parts = Path(path).parts
+        for i in range(2, len(parts) + 1):
+            ancestor = os.path.join(*parts[:i])
+            if not os.stat(ancestor).st_mode & 0o001:
+                closed.setdefault(ancestor, []).append(path)
+                break
+    for number, (ancestor, paths) in enumerate(closed.items()):
+        if any(ancestor.startswith(other + os.sep) for other in closed):
+            continue
+        asides = []
+        for path in paths:
+            aside = root / f".python{number}-{len(asides)}"
+            aside.mkdir()
+            _mount(path.encode(), str(aside), None, _MS_BIND | _MS_REC)
+            asides.append((aside, path))
+        _mount(
+            b"tmpfs", ancestor, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=4k,mode=755"
+        )
+        for aside, path in asides:
+            os.makedirs(path, mode=0o755)
+            _mount(str(aside).encode(), path, None, _MS_MOVE)
+            aside.rmdir()
+
+
+def _mount(
+    source: bytes, target: str, kind: bytes | None, flags: int, data=None
+) -> bool:
+    return _LIBC.mount(source, target.encode(), kind, flags, data) == 0
+
+
+def become_unprivileged(root: Path) -> None:
+    """Become this worker's own uid, owning only its staged copy ``root``."""
+    uid = UID_BASE + os.getpid()
+    for dirpath, _, filenames in os.walk(root):
+        os.chown(dirpath, uid, uid)
+        for name in filenames:
+            os.chown(os.path.join(dirpath, name), uid, uid)
+    os.chmod(root, 0o700)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+
+def set_limits(limits, cuda: bool) -> None:
+    """Address space, processes, CPU seconds, file size and open files (see ``Limits``)."""
+
+    def cap(kind: int, value: int) -> None:
+        _, hard = resource.getrlimit(kind)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(kind, (value, value))
+
+    if not cuda:  # CUDA reserves huge address ranges up front
+        cap(resource.RLIMIT_AS, _address_space() + limits.memory)
+    processes = limits.processes
+    if (
+        os.geteuid() != 0
+    ):  # the limit counts all our user's tasks, not just the worker's
+        processes += _tasks_of_uid(os.getuid())
+    cap(resource.RLIMIT_NPROC, processes)
+    cap(resource.RLIMIT_CPU, int(limits.submission_timeout) + 30)
+    cap(resource.RLIMIT_FSIZE, limits.file_size)
+    cap(resource.RLIMIT_NOFILE, limits.open_files)
+    cap(resource.RLIMIT_CORE, 0)
+
+
+def _address_space() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * resource.getpagesize()
+
+
+def _tasks_of_uid(uid: int) -> int:
+    """Processes and threads of ``uid`` now (RLIMIT_NPROC counts them all)."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if entry.stat().st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry.name}/task"))
+    return count

@@ -1,0 +1,108 @@
+"""Time-outs that cost once: what hung is remembered and disarmed in later workers.
+
+A request that runs past its time kills the worker. Just before that, the worker writes its
+Python stacks (``faulthandler``) to ``HANG_FILE``; the grading side reads which student
+function the request entered (the outermost student frame: the same on every run, so grades
+stay deterministic) and every later worker replaces that function's code with one that raises
+``TimeoutError`` at once. Callers of a hung ``softmax`` (``heads``, ``gqa``, the LM) then fail
+fast instead of each waiting out the limit again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import re
+import sys
+from pathlib import Path
+
+from autograder.protocol import PACKAGE
+
+HANG_FILE = ".stacks"  # in the worker's folder
+
+
+def outermost_student_frame(dump: Path) -> list[list]:
+    """``[[file, function, line]]`` of the student frame that a hung request entered first.
+
+    The worker writes its Python stacks (``faulthandler``, most recent call first) just before
+    its time runs out. The outermost student frame is the function the request ran (or the
+    module it imported), the same on every run, so disarming it is deterministic.
+    """
+    try:
+        text = dump.read_text(errors="replace")
+    except OSError:
+        return []
+    frames = re.findall(rf'File "[^"]*/{PACKAGE}/(\w+\.py)", line (\d+) in (\S+)', text)
+    if not frames:
+        return []
+    file, line, function = frames[-1]
+    return [[file, function, int(line)]]
+
+
+def disarm(hung: list[list], package_dir: Path, seconds: float) -> None:
+    """Make what ran past its time in an earlier worker fail at once: later requests that
+    reach it (``heads`` calling a hung ``softmax``) then cost no further time-outs."""
+    for file, function, line in hung:
+        name = f"{PACKAGE}.{file.removesuffix('.py')}"
+        message = (
+            f"{function} in {file} ran longer than {seconds:g} s before; not run again"
+        )
+        if function == "<module>":
+            sys.modules[name] = _BrokenModule(
+                name, f"{file} did not finish importing in time"
+            )
+            continue
+        module = _import_quietly(name)
+        if module is None:
+            continue
+        stub = _raiser_code(message)
+        for owner in [
+            module,
+            *(v for v in vars(module).values() if isinstance(v, type)),
+        ]:
+            for value in list(vars(owner).values()):
+                code = getattr(value, "__code__", None)
+                if (
+                    code
+                    and code.co_name == function
+                    and _spans(code, str(package_dir / file), line)
+                ):
+                    with contextlib.suppress(ValueError):  # a closure keeps its code
+                        value.__code__ = stub
+
+
+def _spans(code, filename: str, line: int) -> bool:
+    lines = [n for _, _, n in code.co_lines() if n is not None]
+    return (
+        code.co_filename == filename
+        and bool(lines)
+        and min(lines) <= line <= max(lines)
+    )
+
+
+def _stub(*args, **kwargs):
+    raise TimeoutError("MESSAGE")
+
+
+def _raiser_code(message: str):
+    """``_stub``'s code raising ``message``: swapped into a function, it keeps no closure."""
+    code = _stub.__code__
+    return code.replace(
+        co_consts=tuple(message if c == "MESSAGE" else c for c in code.co_consts)
+    )
+
+
+def _import_quietly(name: str):
+    try:
+        return importlib.import_module(name)
+    except BaseException:  # noqa: BLE001 - the requests that import it will say why
+        return None
+
+
+class _BrokenModule(type(sys)):
+    def __init__(self, name: str, problem: str):
+        super().__init__(name)
+        self.problem = problem
+
+    def __getattr__(self, attr):
+        raise ImportError(self.problem)
