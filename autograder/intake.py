@@ -28,7 +28,6 @@ class Staged:
     """One submission, ready to grade from ``root`` (which holds ``transformer_hw/``)."""
 
     name: str
-    source: Path
     root: Path
     problems: list[str] = field(default_factory=list)
 
@@ -65,7 +64,7 @@ def find(paths: list[Path]) -> list[tuple[str, Path]]:
 
 def stage(name: str, source: Path, into: Path) -> Staged:
     """Copy the checked module files of ``source`` to ``into/transformer_hw``."""
-    staged = Staged(name, Path(source), Path(into))
+    staged = Staged(name, Path(into))
     files, problems = _read_zip(source) if _is_zip(source) else _read_dir(source)
     staged.problems += problems
     package = staged.root / PACKAGE
@@ -75,7 +74,7 @@ def stage(name: str, source: Path, into: Path) -> Staged:
         data = files.get(filename)
         problem = _check(filename, data)
         if problem:
-            if data is not None or not problems_mention(problems, filename):
+            if data is not None or (files and not _mentioned(problems, filename)):
                 staged.problems.append(problem)
             text = f"raise ImportError({problem!r})\n"
         else:
@@ -84,7 +83,7 @@ def stage(name: str, source: Path, into: Path) -> Staged:
     return staged
 
 
-def problems_mention(problems: list[str], filename: str) -> bool:
+def _mentioned(problems: list[str], filename: str) -> bool:
     return any(p.startswith(filename + " ") for p in problems)
 
 
