@@ -98,8 +98,9 @@ def write_assignments(
 
 # The student handout ---------------------------------------------------------------------------
 
-#: What the handout carries besides the stubs: the public tests with the machinery they need to
-#: run in-process (``autograder check``). The sandbox, the reports and the bug zoo stay home.
+#: What the handout carries besides the stubs and ``tests/graded`` (its test files stripped of
+#: hidden tests): the machinery the public tests need to run in-process (``autograder check``).
+#: The sandbox, the reports and the bug zoo stay home.
 HANDOUT_FILES = (
     "pyproject.toml",
     "autograder/__init__.py",
@@ -112,9 +113,6 @@ HANDOUT_FILES = (
     "autograder/protocol.py",
     "tests/__init__.py",
     "tests/conftest.py",
-    "tests/graded/__init__.py",
-    "tests/graded/compare.py",
-    "tests/graded/strategies.py",
 )
 HANDOUT_DIRS = ("data",)
 
@@ -200,9 +198,11 @@ def build_handout(out: Path, repo: Path = REPO) -> Path:
         for path in sorted((repo / folder).rglob("*")):
             if path.is_file():
                 _copy(path, out / path.relative_to(repo))
-    for path in sorted((repo / "tests" / "graded").glob("test_part*.py")):
-        public = strip_hidden_tests(path.read_text(encoding="utf-8"), path.name)
-        _write(out / "tests" / "graded" / path.name, public)
+    for path in sorted((repo / "tests" / "graded").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if path.name.startswith("test_"):
+            text = strip_hidden_tests(text, path.name)
+        _write(out / "tests" / "graded" / path.name, text)
     leaks = find_leaks(out, repo / "solutions" / PACKAGE)
     if leaks:
         raise ReleaseError("the handout would leak: " + "; ".join(leaks))

@@ -88,6 +88,20 @@ def test_handout_has_stubs_public_tests_and_no_solution(tmp_path):
     ]
 
 
+def test_handout_runs_its_public_tests_against_its_stubs(tmp_path):
+    """A student's first run: every public test collects, runs and fails on the stubs."""
+    build_handout(tmp_path / "handout")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path / "handout", capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    summary = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == 1 and " failed" in summary and "passed" not in summary, (
+        summary
+    )
+    assert "error" not in summary, done.stdout[-2000:]
+
+
 def test_handout_refuses_a_non_empty_folder(tmp_path):
     (tmp_path / "x").write_text("x")
     with pytest.raises(ReleaseError):
