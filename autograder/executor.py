@@ -29,6 +29,9 @@ class Executor:
 
     def __init__(self, root: Path | str):
         self.root = Path(root)
+        # Full float32 precision on GPUs: TF32 matmuls would miss the float32 tolerances.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
         self._objects: dict[int, object] = {}
         self._ids: dict[
             int, int
