@@ -9,19 +9,19 @@ the object table and leaves only as a ``HandleRef``.
 from __future__ import annotations
 
 import importlib
+import numbers
 import random
 import sys
 import traceback
 from pathlib import Path
 
+import numpy
 import torch
 
 from autograder.protocol import PACKAGE, ErrorInfo, HandleRef
 
 #: Objects a test may construct that are not part of the student package.
 LIBRARY_CLASSES = {"torch.Generator": torch.Generator}
-
-_SCALARS = (bool, int, float, str, type(None), torch.dtype, torch.device)
 
 
 class Executor:
@@ -104,15 +104,30 @@ class Executor:
         return value
 
     def _outward(self, value):
-        """Results: plain data as it is (tensors detached), anything else behind a handle."""
+        """Results as plain data, anything else behind a handle.
+
+        Tensors are detached; numbers, strings and containers become the built-in types, so a
+        NumPy float, a namedtuple or an ``OrderedDict`` is as good as a float, tuple or dict.
+        """
         if isinstance(value, torch.Tensor):
             return value.detach()
-        if isinstance(value, _SCALARS):
+        if value is None or isinstance(value, (torch.dtype, torch.device)):
             return value
-        if type(value) in (list, tuple):
-            return type(value)(self._outward(v) for v in value)
-        if type(value) is dict and all(isinstance(k, str) for k in value):
-            return {k: self._outward(v) for k, v in value.items()}
+        for kind in (bool, str):
+            if isinstance(value, kind):
+                return kind(value)
+        if isinstance(value, numbers.Integral):
+            return int(value)
+        if isinstance(value, numbers.Real):
+            return float(value)
+        if isinstance(value, numpy.bool_):
+            return bool(value)
+        if isinstance(value, list):
+            return [self._outward(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self._outward(v) for v in value)
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return {str(k): self._outward(v) for k, v in value.items()}
         key = id(value)
         if key not in self._ids:
             self._ids[key] = len(self._objects) + 1
