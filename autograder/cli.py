@@ -102,7 +102,7 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from autograder import zoo
-    from autograder.mutants import CATALOGUE
+    from autograder.zoo.mutants import CATALOGUE
 
     chosen = [m for m in CATALOGUE if not args.only or m.name in args.only]
     verdicts, reference = zoo.run(

@@ -22,7 +22,7 @@ SOURCES = (
     "data",
 )
 #: The bug zoo quotes reference code; the engine's own tests are no use to Gradescope.
-EXCLUDED = ("autograder/mutants.py", "autograder/zoo.py")
+EXCLUDED = ("autograder/zoo/",)
 
 SETUP_SH = """\
 #!/usr/bin/env bash
@@ -64,7 +64,7 @@ def build_gradescope(zip_path: Path, repo: Path = REPO) -> Path:
             if (
                 member.is_file()
                 and "__pycache__" not in member.parts
-                and name not in EXCLUDED
+                and not name.startswith(EXCLUDED)
             ):
                 files[name] = (member.read_bytes(), 0o644)
     zip_path.parent.mkdir(parents=True, exist_ok=True)

@@ -54,8 +54,9 @@ from autograder.protocol import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-#: Folders of the repository student code must never read (as root).
-SECRET_DIRS = ("solutions", "tests", ".git", "examples")
+#: Folders of the repository student code must never read (as root); the bug zoo quotes the
+#: reference.
+SECRET_DIRS = ("solutions", "tests", ".git", "examples", "autograder/zoo")
 _UNCONFINED, _BROKEN = 70, 71  # a worker's own exit statuses
 _GEN_SHIFT = 40  # grading-side handle id: worker generation << _GEN_SHIFT | worker's id
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from autograder import zoo
-from autograder.mutants import CATALOGUE, Mutant, MutantError, apply
 from autograder.points import TOTAL_POINTS
 from autograder.release import SOLUTIONS
+from autograder.zoo.mutants import CATALOGUE, Mutant, MutantError, apply
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import grade, report
-from autograder.mutants import CATALOGUE, Mutant, apply
 from autograder.points import PARTS, TOTAL_POINTS, builds_on
 from autograder.release import SOLUTIONS
+from autograder.zoo.mutants import CATALOGUE, Mutant, apply
 
 REFERENCE = "reference"
 LIKELY = "Likely mistake:"  # how the graded suite introduces a diagnosis
