@@ -58,12 +58,19 @@ class Violation:
     file: str
     line: int
     call: str  # the expression as written, e.g. "torch.softmax"
+    evasion: bool = False  # a construct that hides which function it reaches
 
     @property
     def part(self) -> int:
         return part_of_file(self.file)
 
     def describe(self) -> str:
+        if self.evasion:
+            return (
+                f"{self.file}:{self.line} uses `{self.call}`, which hides which library "
+                "function it reaches; in this part every library call must be written out "
+                "by name (SPEC.md's forbidden calls)"
+            )
         return (
             f"{self.file}:{self.line} uses `{self.call}`, a library function this part forbids "
             "(SPEC.md); write it yourself from tensor operations"
@@ -99,7 +106,55 @@ def scan_source(filename: str, source: str) -> list[Violation]:
                     )
         elif isinstance(node, ast.Call) and _is_getattr_of_forbidden(node, forbidden):
             found.append(Violation(filename, node.lineno, ast.unparse(node)))
+        if _is_evasion(node):
+            found.append(Violation(filename, node.lineno, _snippet(node), evasion=True))
     return sorted(set(found), key=lambda v: (v.line, v.call))
+
+
+#: Ways to reach a library function without naming it: internals that bypass torch's public
+#: names, the wrapped originals, namespaces read as dicts, and code built from strings.
+EVASION_ATTRIBUTES = frozenset(
+    {"_C", "_VariableFunctions", "_VariableFunctionsClass", "__wrapped__", "__dict__",
+     "__getattribute__", "_ops"}
+)  # fmt: skip
+EVASION_BUILTINS = frozenset({"eval", "exec", "compile", "vars", "__import__"})
+EVASION_HELPERS = frozenset({"attrgetter", "methodcaller", "import_module"})
+EVASION_MODULES = frozenset(
+    {"importlib", "autograder", "tests", "ctypes", "gc", "inspect"}
+)
+
+
+def _is_evasion(node: ast.AST) -> bool:
+    if isinstance(node, ast.Attribute):
+        return node.attr in EVASION_ATTRIBUTES or (
+            node.attr == "modules"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "sys"
+        )
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        if name in EVASION_HELPERS or (
+            isinstance(func, ast.Name) and name in EVASION_BUILTINS
+        ):
+            return True
+        # getattr(obj, <computed name>): fine on the student's own object, never on a library's
+        return (
+            name == "getattr"
+            and len(node.args) >= 2
+            and not isinstance(node.args[1], ast.Constant)
+            and not (isinstance(node.args[0], ast.Name) and node.args[0].id == "self")
+        )
+    if isinstance(node, ast.Import):
+        return any(a.name.split(".")[0] in EVASION_MODULES for a in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return node.level == 0 and (node.module or "").split(".")[0] in EVASION_MODULES
+    return False
+
+
+def _snippet(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def scan_package(package_dir: Path) -> list[Violation]:

@@ -72,6 +72,7 @@ def _wrap_function(original, call: str, name: str):
             _record(call, name)
         return original(*args, **kwargs)
 
+    del wrapper.__wrapped__  # no way back to the unwatched original
     wrapper._tripwire = True
     return wrapper
 
@@ -85,5 +86,6 @@ def _wrap_class(cls: type, call: str) -> None:
             _record(call, cls.__name__)
         init(self, *args, **kwargs)
 
+    del __init__.__wrapped__
     cls.__init__ = __init__
     cls._tripwire = True
