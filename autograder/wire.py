@@ -190,7 +190,9 @@ def _decode_tensor(body, payload, cursor, device):
             tensor = torch.frombuffer(raw, dtype=dtype)
         tensor = tensor.reshape(shape)
     if device_type == "cuda":
-        tensor = tensor.to(device if device.type == "cuda" else "cuda")
+        if device.type != "cuda":  # never start CUDA in a process that was not asked to
+            raise WireError("a CUDA tensor where the receiver works on the CPU")
+        tensor = tensor.to(device)
     return tensor
 
 
