@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 
 from tests.graded.compare import assert_close
 from tests.graded.expect import raises_value_error
-from tests.graded.strategies import examples, randn, seeds, sizes
+from tests.graded.strategies import examples, randint, randn, seeds, sizes
 
 pytestmark = pytest.mark.part(4)
 
 POSITIONS = [3, 17, 5, 0]  # unsorted, with gaps
+NO_ROTATION = "no rotation applied: apply_rope returns x unchanged"
 
 
 # Oracles ------------------------------------------------------------------------------------
@@ -206,6 +207,15 @@ def test_apply_rope_identity_at_position_zero(hw, seed, batch, t, pairs):
     zeros = torch.zeros(t, dtype=torch.long, device=hw.device)
     got = hw.call("rope.apply_rope", x, zeros)
     assert_close(got, x, f"apply_rope(x {tuple(x.shape)}, positions=zeros({t}))")
+    # The identity passes the above: non-zero positions against the oracle too.
+    positions = randint(1, 60, t, seed=seed, device=hw.device)
+    got = hw.call("rope.apply_rope", x, positions)
+    assert_close(
+        got,
+        rope_oracle(x, positions),
+        f"apply_rope(x {tuple(x.shape)}, positions={positions.tolist()})",
+        likely={NO_ROTATION: x, **rope_suspects(x, positions)},
+    )
 
 
 @pytest.mark.points(1)
@@ -226,6 +236,14 @@ def test_apply_rope_preserves_norm(hw, seed, positions, pairs):
         torch.linalg.vector_norm(got, dim=-1),
         torch.linalg.vector_norm(x, dim=-1),
         f"the norms of apply_rope(x, positions={positions}) along the last axis",
+    )
+    # Any norm-preserving map (the identity) passes the above: the oracle.
+    pos = longs(positions, hw.device)
+    assert_close(
+        got,
+        rope_oracle(x, pos),
+        f"apply_rope(x {tuple(x.shape)}, positions={positions})",
+        likely={NO_ROTATION: x, **rope_suspects(x, pos)},
     )
 
 

@@ -708,6 +708,7 @@ def test_train_overfits_one_batch(hw):
     m.call("to", device=hw.device)
     seqs = [encode(f"\n{n}\n") for n in NAMES[:2]]
     batch = tuple(t.to(hw.device) for t in batch_oracle(seqs, PAD))
+    initial = corpus_mean(batch_losses(hw, m, [batch])).item()
     epochs = 15
     history = hw.call(TRAIN, m, [batch], [batch], epochs=epochs, lr=3e-2)
     assert isinstance(history, list) and len(history) == epochs, (
@@ -724,6 +725,20 @@ def test_train_overfits_one_batch(hw):
         f"train did not fit one batch: train_loss {first['train_loss']:.3f} -> "
         f"{last['train_loss']:.3f}, dev_loss {last['dev_loss']:.3f} after {epochs} "
         "epochs of Adam(lr=3e-2) (a correct loop gets below 0.2)"
+    )
+    # The reported losses are the student's word: the trained model's loss, measured here.
+    real = corpus_mean(batch_losses(hw, m, [batch])).item()
+    stuck = abs(real - initial) < 1e-6 * max(1.0, abs(initial))
+    assert real < 0.8, (
+        f"train reports train_loss {last['train_loss']:.3f} and dev_loss "
+        f"{last['dev_loss']:.3f}, but the trained model's loss on the batch is "
+        f"{real:.3f} (before training: {initial:.3f})"
+        + (
+            f"\n{LIKELY} train reports losses but does not update the model "
+            "(optimizer.step / zero_grad / backward missing)"
+            if stuck
+            else ""
+        )
     )
 
 
@@ -761,6 +776,38 @@ def test_train_history_losses(hw):
 
 
 # Generation ---------------------------------------------------------------------------
+def model_greedy(hw, m, prompt, n_new) -> torch.Tensor:
+    """Greedy ids (prompt first) by the student's own full forward (no cache): each new
+    id is the argmax of the last position's logits without PAD_ID. A forward bug then
+    costs the forward tests, not the generate tests that use this."""
+    ids = prompt.tolist()
+    for _ in range(n_new):
+        idx = torch.tensor([ids], device=hw.device)
+        logits = m(idx)[0, -1].detach().double().clone()  # (V,)
+        logits[PAD] = -math.inf
+        ids.append(int(logits.argmax()))
+    return torch.tensor(ids, device=hw.device)
+
+
+def check_greedy(hw, m, state, out, prompt, n_new, what):
+    """``out`` is what greedy decoding with the student's forward gives; cache bugs named."""
+    on_device = prompt.to(hw.device)
+    likely = {
+        POS_RESTART: lambda: oracle_greedy(state, on_device, n_new, H, feed="restart")
+    }
+    refed = sum(range(len(prompt), len(prompt) + n_new))  # positions a re-feed uses
+    if refed <= state["pos_emb.weight"].shape[0]:
+        likely[REFEED] = lambda: oracle_greedy(
+            state, on_device, n_new, H, feed="refeed"
+        )
+    assert_exact(
+        out,
+        model_greedy(hw, m, on_device, n_new),
+        f"{what}: the new ids should be the argmax of the model's logits (PAD_ID excluded)",
+        likely=likely,
+    )
+
+
 def check_ids(out, prompt, n_new, hw, what):
     """A 1-D LongTensor on the model's device: the prompt, n_new ids, never PAD_ID."""
     assert type(out) is torch.Tensor, f"{what} should return a Tensor, got {type(out)}"
@@ -826,6 +873,9 @@ def test_generate_output_contract(hw):
     assert_exact(sample(), first, "generate with the same generator seed")
     greedy = hw.call(GENERATE, m, prompt, 6, greedy=True)
     check_ids(greedy, prompt, 6, hw, "generate(greedy=True)")
+    # The contract alone admits any ids (a constant): the argmax of the model's logits.
+    state = state | {"head.bias": bias}
+    check_greedy(hw, m, state, greedy, prompt, 6, "generate(greedy=True)")
 
 
 # One sampling step. In this model head.weight is zero, so the logits are exactly
@@ -939,7 +989,7 @@ def test_generate_sampling_distribution(hw):
 def test_generate_errors(hw):
     """A 2-D or empty prompt, or more than max_len ids in all, is refused before any
     work (no random numbers drawn)."""
-    m, _ = new_lm(hw, seed=790, max_len=8)
+    m, state = new_lm(hw, seed=790, max_len=8)
     prompt = torch.tensor([4, 2], device=hw.device)
     gen = hw.new("torch.Generator", device=hw.device)
     gen.call("manual_seed", 5)
@@ -947,6 +997,11 @@ def test_generate_errors(hw):
     check_ids(
         out, prompt, 5, hw, "generate with len(prompt) + max_new_tokens < max_len"
     )
+    # Valid calls are checked by their output, not only by not raising: greedy ids.
+    what = "generate(greedy=True) with len(prompt) + max_new_tokens == max_len"
+    out = attempt(what, AT_MAX_LEN, hw.call, GENERATE, m, prompt, 6, greedy=True)
+    check_ids(out, prompt, 6, hw, what)
+    check_greedy(hw, m, state, out, prompt, 6, what)
     what = "generate with len(prompt) + max_new_tokens == max_len"
     out = attempt(what, AT_MAX_LEN, hw.call, GENERATE, m, prompt, 6, generator=gen)
     check_ids(out, prompt, 6, hw, what)
