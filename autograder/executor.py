@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy
 import torch
 
-from autograder.protocol import PACKAGE, ErrorInfo, HandleRef
+from autograder.protocol import PACKAGE, ErrorInfo, HandleRef, map_plain
 
 #: Objects a test may construct that are not part of the student package.
 LIBRARY_CLASSES = {"torch.Generator": torch.Generator}
@@ -93,14 +93,13 @@ class Executor:
 
     def _inward(self, value):
         """Arguments: resolve handles to their objects and give the student copies of tensors."""
+        return map_plain(value, self._inward_one)
+
+    def _inward_one(self, value):
         if isinstance(value, HandleRef):
             return self._objects[value.id]
         if isinstance(value, torch.Tensor):
             return value.detach().clone()
-        if isinstance(value, (list, tuple)):
-            return type(value)(self._inward(v) for v in value)
-        if isinstance(value, dict):
-            return {k: self._inward(v) for k, v in value.items()}
         return value
 
     def _outward(self, value):

@@ -152,23 +152,22 @@ class Submission:
         raise NotImplementedError
 
     def _from_refs(self, value):
-        if isinstance(value, HandleRef):
-            return Handle(self, value)
-        if isinstance(value, (list, tuple)):
-            return type(value)(self._from_refs(v) for v in value)
-        if isinstance(value, dict):
-            return {k: self._from_refs(v) for k, v in value.items()}
-        return value
+        return map_plain(
+            value, lambda v: Handle(self, v) if isinstance(v, HandleRef) else v
+        )
 
 
 def _to_refs(value):
-    if isinstance(value, Handle):
-        return value.ref
+    return map_plain(value, lambda v: v.ref if isinstance(v, Handle) else v)
+
+
+def map_plain(value, leaf):
+    """``leaf`` applied to everything inside lists, tuples and dicts, keeping their shape."""
     if isinstance(value, (list, tuple)):
-        return type(value)(_to_refs(v) for v in value)
+        return type(value)(map_plain(v, leaf) for v in value)
     if isinstance(value, dict):
-        return {k: _to_refs(v) for k, v in value.items()}
-    return value
+        return {k: map_plain(v, leaf) for k, v in value.items()}
+    return leaf(value)
 
 
 class InProcessSubmission(Submission):

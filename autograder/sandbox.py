@@ -51,6 +51,7 @@ from autograder.protocol import (
     HandleRef,
     StudentError,
     Submission,
+    map_plain,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -249,6 +250,9 @@ class IsolatedSubmission(Submission):
     # Handles and messages ----------------------------------------------------------------------
     def _inward(self, value):
         """Grading-side handle ids to the worker's, refusing handles of an earlier worker."""
+        return map_plain(value, self._inward_one)
+
+    def _inward_one(self, value):
         if isinstance(value, HandleRef):
             if value.id >> _GEN_SHIFT != self._generation or self._sock is None:
                 raise _error(
@@ -256,20 +260,18 @@ class IsolatedSubmission(Submission):
                     f"this {value.type_name} was lost when the submission's process stopped",
                 )
             return HandleRef(value.id & ((1 << _GEN_SHIFT) - 1), value.type_name)
-        if isinstance(value, (list, tuple)):
-            return type(value)(self._inward(v) for v in value)
-        if isinstance(value, dict):
-            return {k: self._inward(v) for k, v in value.items()}
         return value
 
     def _outward(self, value):
-        if isinstance(value, HandleRef):
-            return HandleRef(self._generation << _GEN_SHIFT | value.id, value.type_name)
-        if isinstance(value, (list, tuple)):
-            return type(value)(self._outward(v) for v in value)
-        if isinstance(value, dict):
-            return {k: self._outward(v) for k, v in value.items()}
-        return value
+        """The worker's handle ids to grading-side ones, marked with this worker's generation."""
+        return map_plain(
+            value,
+            lambda v: (
+                HandleRef(self._generation << _GEN_SHIFT | v.id, v.type_name)
+                if isinstance(v, HandleRef)
+                else v
+            ),
+        )
 
     def _scrub(self, info: ErrorInfo) -> ErrorInfo:
         """Error text without the temporary staging path."""
