@@ -157,6 +157,14 @@ def _snippet(node: ast.AST) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def by_part(violations) -> dict[int, list[str]]:
+    """Descriptions of the violations, grouped by the part whose points they cost."""
+    grouped: dict[int, list[str]] = {}
+    for v in violations:
+        grouped.setdefault(v.part, []).append(v.describe())
+    return grouped
+
+
 def scan_package(package_dir: Path) -> list[Violation]:
     """Violations in every file of a ``transformer_hw`` directory."""
     found = []

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from autograder import intake
 from autograder.check import REPO, SuiteError, TestResult, run_suite
+from autograder.forbidden import by_part
 
 __all__ = [
     "Graded",
@@ -76,9 +77,7 @@ def run_isolated(root: Path, settings: Settings, scrub: list[str]) -> list[TestR
 
 def _gate_runtime_violations(tests: list[TestResult], hw) -> list[TestResult]:
     """A forbidden call seen at run time costs its whole part, also the tests that ran before."""
-    found: dict[int, list[str]] = {}
-    for v in getattr(hw, "runtime_violations", list)():
-        found.setdefault(v.part, []).append(v.describe())
+    found = by_part(getattr(hw, "runtime_violations", list)())
     out = []
     for t in tests:
         if t.part in found and t.passed:

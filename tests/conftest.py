@@ -16,7 +16,7 @@ import torch
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.internal.conjecture import providers
 
-from autograder.forbidden import scan_package
+from autograder.forbidden import by_part, scan_package
 from autograder.points import PARTS
 from autograder.protocol import PACKAGE, InProcessSubmission
 
@@ -150,16 +150,7 @@ def forbidden_calls(hw, static) -> dict[int, list[str]]:
     """Forbidden calls by part: the static scan, plus (isolated runs) those seen at run time."""
     seen = {(v.file, v.line) for v in static}
     runtime = getattr(hw, "runtime_violations", list)()
-    by_part: dict[int, list[str]] = {}
-    for v in [*static, *(v for v in runtime if (v.file, v.line) not in seen)]:
-        by_part.setdefault(v.part, []).append(v.describe())
-    return by_part
-
-
-@pytest.fixture
-def violations(hw, static_violations):
-    """Forbidden calls in the submission, by part."""
-    return forbidden_calls(hw, static_violations)
+    return by_part([*static, *(v for v in runtime if (v.file, v.line) not in seen)])
 
 
 @pytest.fixture(autouse=True)
