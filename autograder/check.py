@@ -121,9 +121,12 @@ def explain(exc: BaseException, hidden: bool) -> str:
 
 
 def run_suite(
-    root: Path, args: list[str], scrub: list[str]
+    root: Path, args: list[str], scrub: list[str], plugins: list | None = None
 ) -> tuple[list[TestResult], object]:
-    """Run the graded suite against ``root``; the results sorted by part, and the ``hw`` used."""
+    """Run the graded suite against ``root``; the results sorted by part, and the ``hw`` used.
+
+    ``plugins`` are more pytest plugins for this run (the sandbox's limits, say).
+    """
     collector = Collector(scrub)
     argv = [
         # --tb=no and no gc-heavy unraisable-exception hook: pytest's own failure reports
@@ -134,7 +137,7 @@ def run_suite(
     ]  # fmt: skip
     output = io.StringIO()
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-        code = pytest.main(argv, plugins=[collector])
+        code = pytest.main(argv, plugins=[collector, *(plugins or [])])
     if collector.interrupted:
         raise KeyboardInterrupt
     if (

@@ -33,11 +33,10 @@ def cmd_grade(args: argparse.Namespace) -> int:
         TimeElapsedColumn,
     )
 
-    from autograder import confine, grade, intake, report
+    from autograder import boundary, grade, intake, report
 
     console = Console(file=sys.stdout)
-    for note in confine.unavailable_protections():
-        console.print(f"[yellow]note:[/] {note}")
+    console.print("[bold]protections in force:[/] " + "; ".join(boundary.protections()))
     out = Path(args.out)
     found = intake.find([Path(p) for p in args.paths])
     if not found:

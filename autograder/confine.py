@@ -1,10 +1,12 @@
 """How a sandbox worker confines itself before it runs student code (Linux).
 
-Each step closes one way out: its own session (the grader can kill the whole group), output to
-``/dev/null`` (prints cannot block or reach the protocol socket), no inherited environment,
-the reference, tests and batch covered by empty mounts in a private mount namespace (or closed
-to other users where mounting is not allowed), a fresh unprivileged uid per worker (as root), and
-resource limits. ``unavailable_protections`` says which of these a run cannot have.
+This is the inner layer: it separates the workers of one grading process from each other and
+from the template, inside the outer boundary (``autograder.boundary``). Each step closes one way
+out: its own session (the template can kill the whole group), output to ``/dev/null`` (prints
+cannot block or reach the protocol socket), no inherited environment, a fresh unprivileged uid
+per worker with an empty capability bounding set and ``no_new_privs`` (as root), and resource
+limits. Without bubblewrap, as root, a private mount namespace also covers the reference, the
+tests and the batch. ``worker_protections`` says which of these a run has.
 """
 
 from __future__ import annotations
@@ -17,36 +19,41 @@ import signal
 import sys
 from pathlib import Path
 
-UID_BASE = 200_000  # a worker's uid is UID_BASE + its pid: unique among live workers
+#: Workers' uids start here; the grading side picks one per worker, unique on the host.
+UID_BASE = 200_000
+UID_SPAN = 1 << 28
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
-_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 36, 38
+_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP = 1, 24
+_PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 36, 38
 _CLONE_NEWNS = 0x00020000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x1000, 0x2000, 0x4000, 1 << 18
 
 
-def unavailable_protections() -> list[str]:
-    """What this run cannot protect (empty as root on Linux)."""
+def worker_protections(bubblewrap: bool) -> list[str]:
+    """The inner layer's protections in this run, in plain words."""
     if os.name != "posix":
         return ["student code cannot be isolated on this system"]
+    limits = "limits on memory, processes, CPU time, file size and open files"
     if os.geteuid() != 0:
         return [
-            (
-                "not running as root: student code runs as your own user, so it could "
-                "read the reference solutions, the tests and other submissions"
-            )
+            limits,
+            "not running as root: every worker runs as your own user (no uid of its own)",
         ]
-    notes = []
-    if not can_unshare_mounts():
-        notes.append(
-            "no mount namespaces here: the reference, the tests and the batch are hidden from "
-            "student code by removing their permissions for other users (chmod o-rwx)"
-        )
-        if not others_can_enter(sys.base_prefix):
+    notes = [
+        limits,
+        "a fresh unprivileged uid per worker, no capabilities, no_new_privs",
+    ]
+    if not bubblewrap:
+        if can_unshare_mounts():
             notes.append(
-                f"Python lives under a folder other users cannot enter ({sys.base_prefix}), so "
-                "student code can import only the modules the grader loaded before it starts"
+                "the reference, tests and batch covered by a private mount namespace"
+            )
+        else:
+            notes.append(
+                "no mount namespaces: the reference, the tests and the batch are closed to "
+                "other users (chmod o-rwx)"
             )
     return notes
 
@@ -61,14 +68,6 @@ def can_unshare_mounts() -> bool:
     if pid == 0:
         os._exit(0 if _LIBC.unshare(_CLONE_NEWNS) == 0 else 1)
     return os.waitpid(pid, 0)[1] == 0
-
-
-def others_can_enter(path: str) -> bool:
-    parts = Path(os.path.realpath(path)).parts
-    return all(
-        os.stat(os.path.join(*parts[:i])).st_mode & 0o001
-        for i in range(2, len(parts) + 1)
-    )
 
 
 def detach() -> None:
@@ -146,18 +145,17 @@ def _mount(
     return _LIBC.mount(source, target.encode(), kind, flags, data) == 0
 
 
-def become_unprivileged(root: Path) -> None:
-    """Become this worker's own uid, owning only its staged copy ``root``."""
-    uid = UID_BASE + os.getpid()
-    for dirpath, _, filenames in os.walk(root):
-        os.chown(dirpath, uid, uid)
-        for name in filenames:
-            os.chown(os.path.join(dirpath, name), uid, uid)
-    os.chmod(root, 0o700)
+def become_unprivileged(uid: int) -> None:
+    """Become ``uid`` for good: no supplementary groups, no capabilities, none to gain."""
+    for cap in range(
+        64
+    ):  # needs CAP_SETPCAP; beyond the last capability it fails, harmless
+        _LIBC.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
-    _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or os.getuid() != uid:
+        raise OSError("could not drop privileges")
 
 
 def set_limits(limits, cuda: bool) -> None:

@@ -61,15 +61,15 @@ def run_isolated(root: Path, settings: Settings, scrub: list[str]) -> list[TestR
     """Run the graded suite against ``root`` (which holds ``transformer_hw/``) in the sandbox."""
     from autograder import sandbox
 
+    limits = sandbox.Limits(hidden=list(settings.hidden_paths))
     if settings.call_timeout is not None:
-        sandbox.LIMITS.call_timeout = settings.call_timeout
-        sandbox.LIMITS.submission_timeout = max(480.0, 8 * settings.call_timeout)
-    sandbox.LIMITS.hidden = list(settings.hidden_paths)
+        limits.call_timeout = settings.call_timeout
+        limits.submission_timeout = max(480.0, 8 * settings.call_timeout)
     args = ["--isolate", "--device", settings.device]
     if settings.keyword:
         args += ["-k", settings.keyword]
     try:
-        tests, hw = run_suite(root, args, scrub)
+        tests, hw = run_suite(root, args, scrub, [sandbox.LimitsPlugin(limits)])
     except SuiteError as exc:
         raise GradingError(str(exc)) from None
     return _gate_runtime_violations(tests, hw)
@@ -101,7 +101,7 @@ def _init_process(settings: Settings) -> None:
 
     _SETTINGS = settings
     torch.set_num_threads(1)
-    sandbox.start_zygote()
+    sandbox.start_template()
 
 
 def _grade_in_pool(name: str, source: str) -> Graded:

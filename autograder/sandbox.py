@@ -1,48 +1,40 @@
-"""Student code in a separate, resource-limited process: ``IsolatedSubmission``.
+"""Student code in a separate, resource-limited process: ``IsolatedSubmission``, the client.
 
 Why a process: student code can exit, hang, fork, flood output or patch torch; none of that may
 reach the process that compares results and decides a grade. The grading side sends requests
 (``autograder.protocol``) as plain data over a socket (``autograder.wire``) and gets plain data
-back.
+back, within bounds: every reply has an absolute deadline and a size cap, and a submission's
+replies together have a byte budget.
 
-Why a template ("zygote"): importing torch costs seconds, a fork costs milliseconds. One zygote
-per grading process imports torch and the executor, runs no torch op (a forked OpenMP/MKL thread
-pool can hang) and never touches CUDA; it forks one worker per submission and reports when a
-worker ends. Each worker, before running any student code, sets its torch thread count
-(and initializes CUDA when it grades on a GPU) and confines itself (``autograder.confine``:
-own session, output to ``/dev/null``, secrets hidden, a fresh unprivileged uid as root,
-resource limits); the template has wrapped the forbidden torch functions
-(``autograder.tripwire``).
-
-When a worker ends, its process group, every process of its uid and every orphan it left (the
-template is a child subreaper, so even a daemon that started its own session comes back to it)
-are killed. A request that runs past its wall time, or a worker that dies, becomes a
-``StudentError`` for that request; the next request gets a fresh worker (objects of the old one
-are gone). A function that timed out (``autograder.hangs``) or ended the worker fails fast
-afterwards, and once the submission's total time is spent every request fails fast, so one hang
-never blocks a batch.
+The student side is ``autograder.template``: one template process per grading process, inside
+the bubblewrap boundary of ``autograder.boundary``, forks one worker per submission. The
+submission's files travel to the worker over its socket; the grading side never stages a copy
+a worker could write to. A request that runs past its wall time, or a worker that dies, becomes
+a ``StudentError`` for that request; the next request gets a fresh worker (objects of the old one
+are gone). Hangs are counted per function (``autograder.hangs``); a request that ended the
+worker is not run again, and once the submission's total time is spent every request fails
+fast, so one hang never blocks a batch.
 """
 
 from __future__ import annotations
 
 import contextlib
-import faulthandler
+import itertools
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import torch
+import pytest
 
-from autograder import confine, hangs, wire
+from autograder import boundary, confine, hangs, template, wire
 from autograder.forbidden import Violation
 from autograder.protocol import (
     MODULES,
@@ -55,33 +47,45 @@ from autograder.protocol import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-#: Folders of the repository student code must never read (as root); the bug zoo quotes the
-#: reference.
+#: Folders of the repository student code must never read; only needed where there is no
+#: bubblewrap boundary (its view never has them). The bug zoo quotes the reference.
 SECRET_DIRS = ("solutions", "tests", ".git", "examples", "autograder/zoo")
-_UNCONFINED, _BROKEN = 70, 71  # a worker's own exit statuses
 _GEN_SHIFT = 40  # grading-side handle id: worker generation << _GEN_SHIFT | worker's id
+_uids = itertools.count()
 
 
 @dataclass
 class Limits:
     """Per-submission limits: generous multiples of what the reference needs."""
 
-    call_timeout: float = 60.0  # seconds of wall time per request
-    submission_timeout: float = (
-        480.0  # all requests together; under Gradescope's 10 min
-    )
+    #: Seconds of wall time per request (the reference's slowest takes well under a second).
+    call_timeout: float = 60.0
+    #: All requests together; under Gradescope's 10 minutes.
+    submission_timeout: float = 480.0
     memory: int = 2 << 30  # bytes of address space beyond what torch itself maps
     processes: int = 64  # processes and threads of the worker's uid
     file_size: int = 64 << 20  # bytes per file the student writes
     open_files: int = 256
     threads: int = 1  # torch intra-op threads
-    hidden: list[str] = field(
-        default_factory=list
-    )  # more paths to hide (inputs, outputs)
+    #: Bytes of all replies of one submission together (the suite needs a few MB).
+    reply_bytes: int = 1 << 30
+    #: More paths to hide (inputs, outputs); used only without the bubblewrap boundary.
+    hidden: list[str] = field(default_factory=list)
 
 
-#: Defaults for every ``IsolatedSubmission``; ``autograder grade`` adjusts them.
-LIMITS = Limits()
+#: Where a pytest run finds the limits its ``hw`` fixture's sandbox uses (set per run by
+#: ``LimitsPlugin``; a run without it uses ``Limits()``).
+LIMITS_KEY = pytest.StashKey[Limits]()
+
+
+class LimitsPlugin:
+    """Hands one run's ``Limits`` to the suite's ``hw`` fixture through ``config.stash``."""
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+
+    def pytest_configure(self, config):
+        config.stash[LIMITS_KEY] = self.limits
 
 
 class IsolatedSubmission(Submission):
@@ -89,24 +93,28 @@ class IsolatedSubmission(Submission):
 
     def __init__(self, root, device="cpu", limits: Limits | None = None):
         super().__init__(root, device)
-        self.limits = limits or LIMITS
-        self._staging = Path(tempfile.mkdtemp(prefix="autograder-"))
-        _stage_copy(self.root / PACKAGE, self._staging / PACKAGE)
+        self.limits = limits or Limits()
+        self._files = _read_package(self.root / PACKAGE)
         self._sock: socket.socket | None = None
+        self._stacks: socket.socket | None = None
         self._pid = 0
+        self._worker_root = ""
         self._generation = 0
         self._seq = 0
         self._deadline = time.monotonic() + self.limits.submission_timeout
+        self._reply_bytes = 0
         self._refused: dict[str, tuple[str, str]] = {}  # label -> (error type, message)
-        self._hung: list[list] = []  # [file, function, line] that ran out of time
+        self._hangs: Counter[tuple[str, str, int]] = Counter()  # (file, function, line)
         self._violations: list[tuple[str, int, str]] = []
         self._closed = False
 
     # Runtime forbidden calls -----------------------------------------------------------------
     def runtime_violations(self) -> list[Violation]:
         """Forbidden calls the worker saw being made from student files."""
-        return [Violation(f, line, f"{call} (called at run time)") for f, line, call in
-                self._violations]  # fmt: skip
+        return [
+            Violation(f, line, f"{call} (called at run time)")
+            for f, line, call in self._violations
+        ]
 
     # The protocol ------------------------------------------------------------------------------
     def _send(self, op, target, name, args, kwargs):
@@ -142,8 +150,9 @@ class IsolatedSubmission(Submission):
         except OSError:
             pass  # the worker is gone; _receive says how
         try:
-            reply = self._receive(timeout)
+            reply = self._receive(time.monotonic() + timeout)
         except TimeoutError:
+            stacks = "" if timeout < self.limits.call_timeout else self._read_stacks()
             self._stop()
             if timeout < self.limits.call_timeout:
                 message = (
@@ -152,13 +161,8 @@ class IsolatedSubmission(Submission):
                 )
             else:
                 message = f"{label} took longer than {self.limits.call_timeout:g} s"
-                self._hung += hangs.outermost_student_frame(
-                    self._staging / hangs.HANG_FILE
-                )
-                self._refused[label] = (
-                    "TimeoutError",
-                    f"{label} timed out earlier, so it was not run again",
-                )
+                for frame in hangs.outermost_student_frame(stacks):
+                    self._hangs[tuple(frame)] += 1
             raise _error("TimeoutError", message) from None
         except _WorkerEnded as ended:
             self._stop()
@@ -175,8 +179,7 @@ class IsolatedSubmission(Submission):
                 "ProcessExit",
                 f"the submission's process broke the protocol during {label} ({exc})",
             ) from None
-        if reply["v"] != self._violations:
-            self._violations = [tuple(v) for v in reply["v"]]
+        self._violations = [tuple(v) for v in reply["v"]]
         if "error" in reply:
             raise StudentError(self._scrub(reply["error"]))
         return self._outward(reply["ok"])
@@ -185,7 +188,6 @@ class IsolatedSubmission(Submission):
         if not self._closed:
             self._closed = True
             self._stop()
-            shutil.rmtree(self._staging, ignore_errors=True)
 
     def __del__(self):
         if hasattr(self, "_closed"):
@@ -194,55 +196,95 @@ class IsolatedSubmission(Submission):
     # The worker --------------------------------------------------------------------------------
     def _start(self) -> None:
         ours, theirs = socket.socketpair()
+        stacks_ours, stacks_theirs = socket.socketpair()
         config = {
-            "root": str(self._staging),
             "device": str(self.device),
             "limits": asdict(self.limits),
-            "hidden": _hidden_paths(self.limits.hidden, self._staging),
-            "hung": self._hung,
+            "hidden": []
+            if boundary.bwrap_path()
+            else _hidden_paths(self.limits.hidden),
+            "uid": _next_uid(),
+            "disarmed": [
+                list(frame)
+                for frame, count in sorted(self._hangs.items())
+                if count >= hangs.DISARM_AFTER
+            ],
         }
-        self._pid = _zygote().spawn(theirs, config)
+        self._pid, self._worker_root = _template().spawn(
+            [theirs, stacks_theirs], config
+        )
         theirs.close()
-        self._sock = ours
+        stacks_theirs.close()
+        stacks_ours.setblocking(False)
+        self._sock, self._stacks = ours, stacks_ours
         self._generation += 1
+        wire.send(self._sock, self._files)
 
     def _stop(self) -> None:
-        """Kill the worker (its leftovers go when the template reaps it)."""
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        """Kill the worker (the template removes what it left)."""
+        for sock in (self._sock, self._stacks):
+            if sock is not None:
+                sock.close()
+        self._sock = self._stacks = None
         if self._pid:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._pid, signal.SIGKILL)
-            if _ZYGOTE is not None:
-                _ZYGOTE.forget(self._pid)
+            if _TEMPLATE is not None:
+                _TEMPLATE.kill(self._pid)
+                _TEMPLATE.forget(self._pid)
             self._pid = 0
 
-    def _receive(self, timeout: float):
-        """The reply to the last request; ``_WorkerEnded`` when the worker ended first."""
-        zygote = _zygote()
-        end = time.monotonic() + timeout
+    def _read_stacks(self) -> str:
+        """The hung worker's stack dump: at most ``hangs.MAX_DUMP`` bytes, waiting at most a
+        grace period for it to start (the worker writes it shortly before its limit, timed from
+        when it received the request) and stopping when it pauses."""
+        chunks, size = [], 0
+        wait = max(2.0, 0.25 * self.limits.call_timeout)
+        end = time.monotonic() + wait + 1.0  # a trickle cannot stretch it
+        while (
+            size < hangs.MAX_DUMP
+            and (wait := min(wait, end - time.monotonic())) > 0
+            and select.select([self._stacks], [], [], wait)[0]
+        ):
+            try:
+                chunk = self._stacks.recv(hangs.MAX_DUMP - size)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            wait = 0.2
+        return b"".join(chunks).decode("utf-8", "replace")
+
+    def _receive(self, deadline: float):
+        """The reply to the last request, complete by ``deadline``; ``_WorkerEnded`` when the
+        worker ended first, ``TimeoutError`` when the deadline passed."""
+        template_client = _template()
         while True:
-            status = zygote.status_of(self._pid)
+            status = template_client.status_of(self._pid)
             if status is not None:
                 raise _WorkerEnded(_describe_status(status))
-            left = end - time.monotonic()
+            left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError
-            readable, _, _ = select.select([self._sock, zygote.sock], [], [], left)
-            if zygote.sock in readable:
-                zygote.poll()
+            readable, _, _ = select.select(
+                [self._sock, template_client.sock], [], [], left
+            )
+            if template_client.sock in readable:
+                template_client.poll()
             if self._sock in readable:
-                self._sock.settimeout(max(end - time.monotonic(), 0.01))
+                budget = self.limits.reply_bytes - self._reply_bytes
                 try:
-                    reply = wire.recv(self._sock, self.device)
+                    reply = wire.recv(
+                        self._sock,
+                        self.device,
+                        limit=min(wire.MAX_MESSAGE, max(budget, 0)),
+                        deadline=deadline,
+                    )
                 except EOFError:
                     raise _WorkerEnded(
-                        _describe_status(zygote.wait(self._pid, 5.0))
+                        _describe_status(template_client.wait(self._pid, 5.0))
                     ) from None
-                finally:
-                    if self._sock is not None:
-                        self._sock.settimeout(None)
+                self._reply_bytes += _reply_size(reply)
                 if not _valid_reply(reply, self._seq):
                     raise wire.WireError("reply out of sequence")
                 return reply
@@ -274,10 +316,10 @@ class IsolatedSubmission(Submission):
         )
 
     def _scrub(self, info: ErrorInfo) -> ErrorInfo:
-        """Error text without the temporary staging path."""
+        """Error text without the worker's folder."""
 
         def clean(text: str) -> str:
-            return text.replace(str(self._staging) + os.sep, "")
+            return text.replace(self._worker_root + os.sep, "")
 
         return ErrorInfo(
             info.type_name, clean(info.message), clean(info.traceback), info.bases
@@ -305,17 +347,41 @@ def _label(op: str, target: HandleRef | None, name: str | None) -> str:
 
 
 def _valid_reply(reply, seq: int) -> bool:
+    """The shape every reply has; anything else (a forged record among them) ends the worker."""
     return (
         type(reply) is dict
         and reply.get("seq") == seq
         and type(reply.get("v")) is list
-        and all(
-            type(v) is list and len(v) == 3 and [type(x) for x in v] == [str, int, str]
-            for v in reply["v"]
-        )
+        and all(_valid_record(v) for v in reply["v"])
         and (("ok" in reply) != ("error" in reply))
         and ("error" not in reply or type(reply["error"]) is ErrorInfo)
     )
+
+
+def _valid_record(record) -> bool:
+    """A forbidden-call record ``[file, line, call]`` naming one of the package's own files."""
+    return (
+        type(record) is list
+        and len(record) == 3
+        and [type(x) for x in record] == [str, int, str]
+        and record[0].removesuffix(".py") in MODULES
+        and record[0].endswith(".py")
+        and len(record[2]) <= 200
+    )
+
+
+def _reply_size(value) -> int:
+    """Bytes of tensor data in a reply (what the per-submission budget counts)."""
+    size = 0
+
+    def count(leaf):
+        nonlocal size
+        if hasattr(leaf, "element_size"):
+            size += leaf.numel() * leaf.element_size()
+        return leaf
+
+    map_plain(value, count)
+    return size
 
 
 def _describe_status(status: int | None) -> str:
@@ -324,8 +390,8 @@ def _describe_status(status: int | None) -> str:
     if os.WIFEXITED(status):
         code = os.WEXITSTATUS(status)
         return {
-            _UNCONFINED: "could not be confined (a grader problem, not the submission's)",
-            _BROKEN: "could not read the next request (its state was broken)",
+            template.UNCONFINED: "could not be confined (a grader problem, not the submission's)",
+            template.BROKEN: "could not read the next request (its state was broken)",
         }.get(code, f"exited with status {code}")
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
@@ -344,22 +410,26 @@ def _describe_status(status: int | None) -> str:
     return f"ended with wait status {status}"
 
 
-def _stage_copy(source: Path, target: Path) -> None:
-    """A private copy of the package's expected module files (nothing else is needed)."""
-    target.mkdir(parents=True)
+def _read_package(package: Path) -> dict[str, str]:
+    """The package's expected module files as text (nothing else is sent to the worker)."""
+    files = {}
     for name in ("__init__", *MODULES):
-        path = source / f"{name}.py"
-        if path.is_file():
-            shutil.copyfile(path, target / path.name)
+        path = package / f"{name}.py"
+        if path.is_file() and not path.is_symlink():
+            files[path.name] = path.read_text(encoding="utf-8", errors="replace")
+    return files
 
 
-def _hidden_paths(extra: list[str], staging: Path) -> list[str]:
-    """Secret folders, but never one the worker itself needs (its copy, Python, the engine)."""
+def _next_uid() -> int:
+    """A uid no other worker on this host uses now: this process's pid and a counter."""
+    slot = (os.getpid() * 64 + next(_uids) % 64) % confine.UID_SPAN
+    return confine.UID_BASE + slot
+
+
+def _hidden_paths(extra: list[str]) -> list[str]:
+    """Secret folders, but never one the worker itself needs (Python, the engine)."""
     paths = [REPO / d for d in SECRET_DIRS] + [Path(p).resolve() for p in extra]
-    needed = (
-        staging,
-        *(Path(p).resolve() for p in (sys.prefix, sys.base_prefix, __file__)),
-    )
+    needed = [Path(p).resolve() for p in (sys.prefix, sys.base_prefix, __file__)]
     return [
         str(p)
         for p in paths
@@ -367,20 +437,21 @@ def _hidden_paths(extra: list[str], staging: Path) -> list[str]:
     ]
 
 
-# The zygote, grading side ------------------------------------------------------------------------
+# The template, grading side ----------------------------------------------------------------------
 
 
-class _ZygoteClient:
-    """Starts the template process and talks to it over a SEQPACKET socket."""
+class _TemplateClient:
+    """Starts the template process (in the boundary) and talks to it over a SEQPACKET socket."""
 
     def __init__(self):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        code = (
-            f"import sys; sys.path.insert(0, {str(REPO)!r}); "
-            f"from autograder.sandbox import zygote_main; zygote_main({theirs.fileno()})"
+        code = "import sys; sys.path.insert(0, {engine!r}); " + (
+            f"from autograder.template import template_main; template_main({theirs.fileno()})"
         )
+        argv, engine = boundary.command(code)
+        argv[-1] = argv[-1].format(engine=engine)
         self.process = subprocess.Popen(
-            [sys.executable, "-I", "-c", code],
+            argv,
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -390,14 +461,18 @@ class _ZygoteClient:
         self.sock = ours
         self._ended: dict[int, int] = {}  # pid -> wait status
 
-    def spawn(self, sock: socket.socket, config: dict) -> int:
-        socket.send_fds(
-            self.sock, [json.dumps({"spawn": config}).encode()], [sock.fileno()]
-        )
+    def spawn(self, socks: list[socket.socket], config: dict) -> tuple[int, str]:
+        """Fork a worker that serves ``socks[0]`` and dumps stacks into ``socks[1]``."""
+        message = json.dumps({"spawn": config}).encode()
+        socket.send_fds(self.sock, [message], [s.fileno() for s in socks])
         while True:
-            message = self._read()
-            if "spawned" in message:
-                return message["spawned"]
+            reply = self._read()
+            if "spawned" in reply:
+                return reply["spawned"], reply["root"]
+
+    def kill(self, pid: int) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.send(json.dumps({"kill": pid}).encode())
 
     def poll(self) -> None:
         """Take in any waiting notices without blocking."""
@@ -428,192 +503,16 @@ class _ZygoteClient:
         return message
 
 
-_ZYGOTE: _ZygoteClient | None = None
+_TEMPLATE: _TemplateClient | None = None
 
 
-def _zygote() -> _ZygoteClient:
-    global _ZYGOTE
-    if _ZYGOTE is None or _ZYGOTE.process.poll() is not None:
-        _ZYGOTE = _ZygoteClient()
-    return _ZYGOTE
+def _template() -> _TemplateClient:
+    global _TEMPLATE
+    if _TEMPLATE is None or _TEMPLATE.process.poll() is not None:
+        _TEMPLATE = _TemplateClient()
+    return _TEMPLATE
 
 
-def start_zygote() -> None:
+def start_template() -> None:
     """Start the template now (it imports torch in the background while the caller works)."""
-    _zygote()
-
-
-# The zygote, template side -------------------------------------------------------------------------
-
-
-def zygote_main(fd: int) -> None:
-    """Serve spawn requests until the grading process goes away."""
-    import torch.fx.experimental.symbolic_shapes  # noqa: F401 - torch.broadcast_shapes needs it
-
-    import autograder.executor  # noqa: F401 - imported here once, inherited by every worker
-    from autograder import tripwire
-
-    tripwire.install()
-    confine.set_subreaper()  # orphans of workers come here to be reaped and killed
-    ctl = socket.socket(fileno=fd)
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    workers: dict[int, int | None] = {}  # pid -> its uid when it runs as one
-    while True:
-        readable, _, _ = select.select([ctl, wake_r], [], [])
-        if wake_r in readable:
-            os.read(wake_r, 4096)
-            _reap(ctl, workers)
-        if ctl in readable:
-            try:
-                data, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 1)
-            except OSError:
-                data, fds = b"", []
-            if not data:
-                for pid in workers:
-                    with contextlib.suppress(OSError):
-                        os.killpg(pid, signal.SIGKILL)
-                for pid, uid in workers.items():
-                    _sweep(uid)
-                _kill_orphans({})
-                os._exit(0)
-            config = json.loads(data)["spawn"]
-            pid = os.fork()
-            if pid == 0:
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                for extra in (ctl.fileno(), wake_r, wake_w):
-                    os.close(extra)
-                try:
-                    _worker_main(socket.socket(fileno=fds[0]), config)
-                finally:
-                    os._exit(0)
-            for extra in fds:
-                os.close(extra)
-            workers[pid] = confine.UID_BASE + pid if os.geteuid() == 0 else None
-            ctl.send(json.dumps({"spawned": pid}).encode())
-
-
-def _reap(ctl: socket.socket, workers: dict[int, int | None]) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        if pid in workers:
-            uid = workers.pop(pid)
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
-            _sweep(uid)
-            _kill_orphans(workers)
-            with contextlib.suppress(OSError):
-                ctl.send(json.dumps({"ended": [pid, status]}).encode())
-
-
-def _kill_orphans(workers: dict[int, int | None]) -> None:
-    """Kill what workers left behind: as a subreaper the template inherits their orphans, even
-    those that started a new session (the one cleanup that works without root)."""
-    for _ in range(
-        10
-    ):  # an orphan's own children become ours when it dies: a few rounds
-        me, orphans = str(os.getpid()), []
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit() and int(entry.name) not in workers:
-                with contextlib.suppress(OSError):
-                    stat = Path(f"/proc/{entry.name}/stat").read_text()
-                    if stat.rsplit(")", 1)[1].split()[1] == me:
-                        orphans.append(int(entry.name))
-        if not orphans:
-            return
-        for pid in orphans:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-
-
-def _sweep(uid: int | None) -> None:
-    """Kill every process of a worker's uid, even those that left its process group."""
-    if uid is None:
-        return
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            os.kill(-1, signal.SIGKILL)
-        finally:
-            os._exit(0)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
-
-
-# The worker ------------------------------------------------------------------------------------------
-
-
-def _worker_main(sock: socket.socket, config: dict) -> None:
-    """Confine this freshly forked process, then serve requests until the socket closes."""
-    try:
-        limits = Limits(**config["limits"])
-        device = torch.device(config["device"])
-        root = Path(config["root"])
-        confine.detach()
-        confine.clean_environment(root)
-        torch.set_num_threads(limits.threads)
-        with contextlib.suppress(RuntimeError):
-            torch.set_num_interop_threads(1)
-        if device.type == "cuda":
-            torch.cuda.init()
-        if os.geteuid() == 0:
-            confine.hide(config["hidden"], root)
-            confine.become_unprivileged(root)
-        confine.set_limits(limits, cuda=device.type == "cuda")
-        os.chdir(root)
-        from autograder import tripwire
-        from autograder.executor import Executor
-
-        tripwire.watch(str(root / PACKAGE))
-        executor = Executor(root)
-        stacks = open(root / hangs.HANG_FILE, "w")  # noqa: SIM115 - lives as long as the worker
-        seconds = max(limits.call_timeout - 0.5, 0.8 * limits.call_timeout)
-    except BaseException:  # noqa: BLE001 - never run student code half-confined
-        os._exit(_UNCONFINED)
-    hangs.disarm(config["hung"], root / PACKAGE, limits.call_timeout)
-    _serve(sock, executor, device, tripwire.found, stacks, seconds)
-
-
-def _serve(sock, executor, device, found: list, stacks, seconds: float) -> None:
-    while True:
-        try:
-            request = wire.recv(sock, device)
-            seq = request["seq"]
-            # No thread left to start (a fork bomb used them up): then no stacks, no harm.
-            with contextlib.suppress(RuntimeError):
-                faulthandler.dump_traceback_later(seconds, file=stacks)
-            outcome = executor.run(
-                request["op"], request["target"], request["name"], request["args"],
-                request["kwargs"],
-            )  # fmt: skip
-            faulthandler.cancel_dump_traceback_later()
-        except EOFError:
-            os._exit(0)
-        except BaseException:  # noqa: BLE001 - a broken request ends the worker
-            os._exit(_BROKEN)
-        reply = {"seq": seq, "v": [list(v) for v in found]}
-        if outcome[0] == "ok":
-            reply["ok"] = outcome[1]
-        else:
-            reply["error"] = outcome[1]
-        try:
-            wire.send(sock, reply)
-        except wire.WireError as exc:
-            reply.pop("ok", None)
-            reply["error"] = ErrorInfo(
-                "TypeError", f"the result cannot be sent back for grading: {exc}", "",
-                ("TypeError", "Exception", "BaseException"),
-            )  # fmt: skip
-            wire.send(sock, reply)
+    _template()

@@ -8,6 +8,12 @@ reach the grading process.
 
 Frame layout: ``!Q`` total length, ``!I`` header length, the header, then the tensor buffers
 back to back in header order.
+
+Everything a receiver does is bounded, whatever the sender writes: a frame is refused above
+``MAX_MESSAGE`` bytes or with a header above ``MAX_HEADER``, decoding stops after ``MAX_NODES``
+values, and ``recv`` with a ``deadline`` gives up at that moment however slowly the bytes arrive.
+So one reply costs the receiver at most about ``2 * MAX_MESSAGE + 50 * MAX_HEADER`` bytes of
+memory (the frame, the tensors' copies, and Python objects of a parsed JSON header).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import math
 import socket
 import struct
+import time
 
 import torch
 
@@ -23,7 +30,11 @@ from autograder.protocol import ErrorInfo, HandleRef
 
 #: Largest frame either side accepts (tensors of the graded suite are tiny; a char-LM
 #: state dict is a few MB).
-MAX_MESSAGE = 512 * 1024 * 1024
+MAX_MESSAGE = 64 << 20
+#: Largest JSON header: a parsed header takes about fifty times its size in Python objects.
+MAX_HEADER = 1 << 20
+#: Most values (containers, numbers, tensors) one message may describe.
+MAX_NODES = 100_000
 MAX_DEPTH = 64
 
 DTYPES = {
@@ -103,11 +114,13 @@ def decode(header: bytes, payload: memoryview, device: torch.device):
     Tensors recorded on a CUDA device are placed on ``device`` (the receiver's own); the rest
     stay on the CPU.
     """
+    if len(header) > MAX_HEADER:
+        raise WireError(f"header of {len(header)} bytes refused (limit {MAX_HEADER})")
     try:
         tree = json.loads(header)
     except (ValueError, RecursionError) as exc:
         raise WireError(f"bad header: {exc}") from None
-    cursor = [0]
+    cursor = [0, 0]  # payload offset, values decoded
     value = _decode(tree, payload, cursor, device, 0)
     if cursor[0] != len(payload):
         raise WireError("unused bytes after the tensors")
@@ -117,6 +130,9 @@ def decode(header: bytes, payload: memoryview, device: torch.device):
 def _decode(node, payload, cursor, device, depth):
     if depth > MAX_DEPTH:
         raise WireError("value nested too deeply")
+    cursor[1] += 1
+    if cursor[1] > MAX_NODES:
+        raise WireError(f"more than {MAX_NODES} values in one message")
     if node is None or type(node) in (bool, int, float, str):
         return node
     if type(node) is list:
@@ -217,23 +233,41 @@ def send(sock: socket.socket, value) -> None:
             sock.sendall(buf)
 
 
-def recv(sock: socket.socket, device: torch.device, limit: int = MAX_MESSAGE):
-    """Read one framed message; ``EOFError`` when the peer closed, ``WireError`` when malformed."""
-    head = _recv_exactly(sock, _FRAME.size)
+def recv(
+    sock: socket.socket,
+    device: torch.device,
+    limit: int = MAX_MESSAGE,
+    deadline: float | None = None,
+):
+    """Read one framed message.
+
+    ``EOFError`` when the peer closed, ``WireError`` when malformed or too large,
+    ``TimeoutError`` when the whole message has not arrived by ``deadline`` (``time.monotonic``).
+    """
+    head = _recv_exactly(sock, _FRAME.size, deadline)
     total, header_len = _FRAME.unpack(head)
-    if total > limit or header_len > total - _FRAME.size:
+    if total > limit or header_len > min(total - _FRAME.size, MAX_HEADER):
         raise WireError(f"message of {total} bytes refused (limit {limit})")
-    body = memoryview(_recv_exactly(sock, total - _FRAME.size))
+    body = memoryview(_recv_exactly(sock, total - _FRAME.size, deadline))
     return decode(body[:header_len].tobytes(), body[header_len:], device)
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> bytearray:
+def _recv_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytearray:
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
-    while got < n:
-        k = sock.recv_into(view[got:])
-        if k == 0:
-            raise EOFError("connection closed")
-        got += k
+    try:  # a socket's own time-out is a TimeoutError too
+        while got < n:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("message not complete by its deadline")
+                sock.settimeout(left)
+            k = sock.recv_into(view[got:])
+            if k == 0:
+                raise EOFError("connection closed")
+            got += k
+    finally:
+        if deadline is not None:
+            sock.settimeout(None)
     return buf

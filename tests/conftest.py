@@ -131,9 +131,10 @@ def hw(request, device):
     if not (root / PACKAGE).is_dir():
         raise pytest.UsageError(f"--submission {root}: no {PACKAGE}/ folder there")
     if request.config.getoption("--isolate"):
-        from autograder.sandbox import IsolatedSubmission
+        from autograder.sandbox import LIMITS_KEY, IsolatedSubmission
 
-        submission = IsolatedSubmission(root, device)
+        limits = request.config.stash.get(LIMITS_KEY, None)
+        submission = IsolatedSubmission(root, device, limits)
     else:
         submission = InProcessSubmission(root, device)
     with submission:

@@ -1,0 +1,147 @@
+"""The outer boundary around all student code of a grading process: bubblewrap.
+
+The sandbox's template process (``autograder.template``) and every worker it forks live inside
+one ``bwrap`` (the sandbox behind Flatpak), so what separates the grading host from student code
+is a proven tool, not our own namespace code:
+
+- its own network, PID, IPC and UTS namespaces: no network at all (only a private loopback), no
+  other process of the host to see or signal;
+- an allow-list view of the filesystem: the system's ``/usr``, Python's installation and the
+  engine read-only, the bug zoo covered, private size-capped ``/tmp`` and ``/dev/shm``; nothing
+  else of the host (no checkout, no batch, no grades). Submissions' files arrive over the channel;
+- it dies with the grading process, and (as root) keeps only the capabilities the template needs
+  to give each worker a fresh uid (``CAP_SETUID``, ``CAP_SETGID``, ``CAP_SETPCAP`` to clear the
+  worker's bounding set); ``no_new_privs`` is always set.
+
+Where bubblewrap cannot run (not installed, no root and no user namespaces, a container whose
+seccomp profile forbids namespaces) the template runs on the host and the per-worker layer of
+``autograder.confine`` is all there is; ``protections()`` says which case applies.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ENGINE = Path(__file__).resolve().parent
+#: Where the engine appears inside the boundary (the checkout's path tells student code nothing).
+ENGINE_MOUNT = "/opt/autograder-engine"
+#: Size caps of the private writable folders (tmpfs: their bytes are memory).
+TMP_BYTES = 256 << 20
+SHM_BYTES = 64 << 20
+TEMPLATE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
+
+
+@functools.cache
+def bwrap_path() -> str | None:
+    """``bwrap`` when it is installed and can build a boundary here, else ``None``."""
+    path = shutil.which("bwrap")
+    if path is None:
+        return None
+    try:
+        probe = subprocess.run(
+            [path, *arguments(), "--", sys.executable, "-I", "-c", "pass"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return path if probe.returncode == 0 else None
+
+
+def command(code: str) -> tuple[list[str], str]:
+    """The command line that runs ``python -c code`` in the boundary (or, without bubblewrap,
+    on the host), and the folder the engine is imported from there."""
+    python = [sys.executable, "-I", "-c", code]
+    bwrap = bwrap_path()
+    if bwrap is None:
+        return python, str(ENGINE.parent)
+    return [bwrap, *arguments(), "--", *python], ENGINE_MOUNT
+
+
+def arguments() -> list[str]:
+    """bubblewrap's options: namespaces, capabilities and the allow-listed view."""
+    args = [
+        "--die-with-parent", "--new-session",
+        "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--proc", "/proc", "--dev", "/dev",
+        "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
+        "--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
+    ]  # fmt: skip
+    if os.geteuid() == 0:
+        args += ["--cap-drop", "ALL"]
+        for cap in TEMPLATE_CAPS:
+            args += ["--cap-add", cap]
+    for path in _system_paths():
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        else:
+            args += ["--ro-bind", path, path]
+    for path in _python_paths():
+        args += ["--ro-bind", path, path]
+    args += ["--ro-bind", str(ENGINE), f"{ENGINE_MOUNT}/autograder"]
+    args += [
+        "--tmpfs",
+        f"{ENGINE_MOUNT}/autograder/zoo",
+    ]  # the zoo quotes the reference
+    args += ["--chdir", "/"]
+    return args
+
+
+def _system_paths() -> list[str]:
+    """Shared libraries and the loader's cache: what the interpreter and torch link against."""
+    names = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/etc/ld.so.cache")
+    return [p for p in names if os.path.lexists(p)]
+
+
+def _python_paths() -> list[str]:
+    """Python's installation, its virtual environment and their site-packages, outermost only.
+
+    Never a folder that holds the engine's checkout (an editable install puts the checkout on
+    the import path; the reference and the tests live there).
+    """
+    import site
+
+    candidates = {
+        os.path.realpath(p)
+        for p in (sys.base_prefix, sys.prefix, *site.getsitepackages())
+        if p and os.path.isdir(p)
+    }
+    candidates |= {sys.prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    checkout = str(ENGINE.parent)
+    return sorted(
+        p
+        for p in candidates
+        if not any(p.startswith(q + os.sep) for q in candidates if q != p)
+        and p != "/"
+        and not (checkout + os.sep).startswith(p + os.sep)
+        and not p.startswith("/usr/")
+    )
+
+
+def protections() -> list[str]:
+    """What stands between student code and the grading host in this run, in plain words."""
+    from autograder import confine
+
+    if bwrap_path() is not None:
+        where = [
+            (
+                "bubblewrap boundary: no network, own PID/IPC namespaces, read-only "
+                "allow-list view (Python, the engine), private size-capped /tmp and /dev/shm"
+            )
+        ]
+    else:
+        where = [
+            (
+                "NO bubblewrap boundary (bwrap missing or namespaces forbidden here): student "
+                "code shares the host's network and filesystem view"
+            )
+        ]
+    return where + confine.worker_protections(bubblewrap=bwrap_path() is not None)

@@ -1,0 +1,284 @@
+"""The sandbox's template process and its workers: the side of the sandbox that runs student code.
+
+Why a template: importing torch costs seconds, a fork costs milliseconds. One template per
+grading process (started by ``autograder.sandbox`` inside the bubblewrap boundary of
+``autograder.boundary``) imports torch and the executor, runs no torch op (a forked OpenMP/MKL
+thread pool can hang) and never touches CUDA; it forks one worker per submission (and a fresh one
+after a worker died) and reports when a worker ends.
+
+Each worker, still privileged, receives the submission's files over its socket and writes them
+into a fresh folder the template made (root-owned, nobody else can write there), then confines
+itself (``autograder.confine``: its own session, output to ``/dev/null``, a clean environment, a
+fresh uid chosen by the grading side, resource limits) before any student code runs. Root never
+opens, changes or removes a path a worker could have written: what a worker leaves in ``/tmp``
+or ``/dev/shm`` is removed by a process running as that worker's uid, which is also how its
+processes are killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from autograder import confine, hangs, wire
+from autograder.protocol import PACKAGE, ErrorInfo
+
+UNCONFINED, BROKEN = 70, 71  # a worker's own exit statuses
+#: Writable folders where a worker may leave files behind (removed as its uid after it ends).
+SCRATCH = ("/tmp", "/dev/shm")
+#: The largest source file the grading side sends (intake refuses bigger ones anyway).
+MAX_FILES_MESSAGE = 16 << 20
+
+
+def template_main(fd: int) -> None:
+    """Serve spawn and kill requests until the grading process goes away."""
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401 - torch.broadcast_shapes needs it
+
+    import autograder.executor  # noqa: F401 - imported here once, inherited by every worker
+    from autograder import tripwire
+
+    sys.dont_write_bytecode = True  # never write next to the submission's files
+    tripwire.install()
+    confine.set_subreaper()  # orphans of workers come here to be reaped and killed
+    home = Path(tempfile.mkdtemp(prefix="autograder-template-"))
+    os.chmod(
+        home, 0o711
+    )  # workers may enter their own folder, never list or write here
+    ctl = socket.socket(fileno=fd)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    workers: dict[int, tuple[int | None, Path]] = {}  # pid -> (its uid, its folder)
+    spawned = 0
+    while True:
+        readable, _, _ = select.select([ctl, wake_r], [], [])
+        if wake_r in readable:
+            os.read(wake_r, 4096)
+            _reap(ctl, workers)
+        if ctl not in readable:
+            continue
+        try:
+            data, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 2)
+        except OSError:
+            data, fds = b"", []
+        if not data:
+            for pid, (uid, folder) in workers.items():
+                _end(pid, uid)
+                shutil.rmtree(folder, ignore_errors=True)
+            _kill_orphans({})
+            shutil.rmtree(home, ignore_errors=True)
+            os._exit(0)
+        message = json.loads(data)
+        if "kill" in message:
+            pid = message["kill"]
+            if pid in workers:
+                _end(pid, workers[pid][0])
+            continue
+        config = message["spawn"]
+        spawned += 1
+        folder = home / str(spawned)
+        folder.mkdir(mode=0o755)
+        pid = os.fork()
+        if pid == 0:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for extra in (ctl.fileno(), wake_r, wake_w):
+                os.close(extra)
+            try:
+                _worker_main(socket.socket(fileno=fds[0]), fds[1], folder, config)
+            finally:
+                os._exit(0)
+        for extra in fds:
+            os.close(extra)
+        uid = config["uid"] if os.geteuid() == 0 else None
+        workers[pid] = (uid, folder)
+        ctl.send(json.dumps({"spawned": pid, "root": str(folder)}).encode())
+
+
+def _reap(ctl: socket.socket, workers: dict[int, tuple[int | None, Path]]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        if pid in workers:
+            uid, folder = workers.pop(pid)
+            _end(pid, uid)
+            _kill_orphans(workers)
+            _clear_scratch(uid)
+            shutil.rmtree(
+                folder, ignore_errors=True
+            )  # root's own files in root's folder
+            with contextlib.suppress(OSError):
+                ctl.send(json.dumps({"ended": [pid, status]}).encode())
+
+
+def _end(pid: int, uid: int | None) -> None:
+    """Kill a worker and everything it started: as its uid when it has one (so processes that
+    left its group die too, and the template needs no right to signal other users)."""
+    if uid is not None:
+        _as_user(uid, lambda: os.kill(-1, signal.SIGKILL))
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _kill_orphans(workers: dict) -> None:
+    """Kill what workers left behind: as a subreaper the template inherits their orphans, even
+    those that started a new session."""
+    for _ in range(
+        10
+    ):  # an orphan's own children become ours when it dies: a few rounds
+        me, orphans = str(os.getpid()), []
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit() and int(entry.name) not in workers:
+                with contextlib.suppress(OSError):
+                    stat_line = Path(f"/proc/{entry.name}/stat").read_text()
+                    if stat_line.rsplit(")", 1)[1].split()[1] == me:
+                        orphans.append(int(entry.name))
+        if not orphans:
+            return
+        for pid in orphans:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def _clear_scratch(uid: int | None) -> None:
+    """Remove what the worker left in the shared writable folders, as the worker's own uid."""
+    if uid is None:
+        return
+
+    def clear():
+        for folder in SCRATCH:
+            with contextlib.suppress(OSError), os.scandir(folder) as entries:
+                for entry in entries:
+                    with contextlib.suppress(OSError):
+                        if entry.stat(follow_symlinks=False).st_uid != uid:
+                            continue
+                        if entry.is_dir(follow_symlinks=False):
+                            shutil.rmtree(entry.path, ignore_errors=True)
+                        else:
+                            os.unlink(entry.path)
+
+    _as_user(uid, clear)
+
+
+def _as_user(uid: int, action) -> None:
+    """Run ``action`` in a child process that has become ``uid`` for good."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            confine.become_unprivileged(uid)
+            action()
+        finally:
+            os._exit(0)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+# The worker ------------------------------------------------------------------------------------
+
+
+def _worker_main(sock: socket.socket, stacks_fd: int, root: Path, config: dict) -> None:
+    """Take the submission's files, confine this process, then serve requests."""
+    from autograder.sandbox import Limits
+
+    try:
+        limits = Limits(**config["limits"])
+        device = torch.device(config["device"])
+        _write_files(sock, root)
+        confine.detach()
+        confine.clean_environment(root)
+        torch.set_num_threads(limits.threads)
+        with contextlib.suppress(RuntimeError):
+            torch.set_num_interop_threads(1)
+        if device.type == "cuda":
+            torch.cuda.init()
+        if os.geteuid() == 0:
+            if config["hidden"]:
+                confine.hide(config["hidden"], root)
+            confine.become_unprivileged(config["uid"])
+        confine.set_limits(limits, cuda=device.type == "cuda")
+        os.chdir(root)
+        from autograder import tripwire
+        from autograder.executor import Executor
+
+        tripwire.watch(str(root / PACKAGE))
+        executor = Executor(root)
+        stacks = os.fdopen(stacks_fd, "w")
+        seconds = 0.8 * limits.call_timeout  # the grading side waits a while past its limit
+    except BaseException:  # noqa: BLE001 - never run student code half-confined
+        os._exit(UNCONFINED)
+    hangs.disarm(config["disarmed"], root / PACKAGE, limits.call_timeout)
+    _serve(sock, executor, device, tripwire.found, stacks, seconds)
+
+
+def _write_files(sock: socket.socket, root: Path) -> None:
+    """The first message: ``{file name: source}`` of the package, written by root into the
+    fresh folder the template made for this worker (read-only for the student)."""
+    files = wire.recv(sock, torch.device("cpu"), limit=MAX_FILES_MESSAGE)
+    package = root / PACKAGE
+    package.mkdir(mode=0o755)
+    for name, text in files.items():
+        if "/" in name or not name.endswith(".py"):
+            raise ValueError(f"not a module file name: {name!r}")
+        fd = os.open(
+            package / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644
+        )
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(package / name, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+
+
+def _serve(sock, executor, device, found: list, stacks, seconds: float) -> None:
+    while True:
+        try:
+            request = wire.recv(sock, device)
+            seq = request["seq"]
+            # No thread left to start (a fork bomb used them up): then no stacks, no harm.
+            with contextlib.suppress(RuntimeError):
+                faulthandler.dump_traceback_later(seconds, file=stacks)
+            outcome = executor.run(
+                request["op"],
+                request["target"],
+                request["name"],
+                request["args"],
+                request["kwargs"],
+            )
+            faulthandler.cancel_dump_traceback_later()
+        except EOFError:
+            os._exit(0)
+        except BaseException:  # noqa: BLE001 - a broken request ends the worker
+            os._exit(BROKEN)
+        reply = {"seq": seq, "v": [list(v) for v in found]}
+        if outcome[0] == "ok":
+            reply["ok"] = outcome[1]
+        else:
+            reply["error"] = outcome[1]
+        try:
+            wire.send(sock, reply)
+        except wire.WireError as exc:
+            reply.pop("ok", None)
+            reply["error"] = ErrorInfo(
+                "TypeError",
+                f"the result cannot be sent back for grading: {exc}",
+                "",
+                ("TypeError", "Exception", "BaseException"),
+            )
+            wire.send(sock, reply)
