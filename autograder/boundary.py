@@ -79,18 +79,21 @@ def arguments() -> list[str]:
         args += ["--cap-drop", "ALL"]
         for cap in TEMPLATE_CAPS:
             args += ["--cap-add", cap]
+    binds: list[tuple[str, str]] = []
     for path in _system_paths():
         if os.path.islink(path):
             args += ["--symlink", os.readlink(path), path]
         else:
-            args += ["--ro-bind", path, path]
-    for path in _python_paths():
-        args += ["--ro-bind", path, path]
-    args += ["--ro-bind", str(ENGINE), f"{ENGINE_MOUNT}/autograder"]
-    args += [
-        "--tmpfs",
-        f"{ENGINE_MOUNT}/autograder/zoo",
-    ]  # the zoo quotes the reference
+            binds.append((path, path))
+    binds += [(path, path) for path in _python_paths()]
+    binds.append((str(ENGINE), f"{ENGINE_MOUNT}/autograder"))
+    # bubblewrap makes missing parent folders private (0700): make them enterable first.
+    parents = {str(p) for _, dest in binds for p in Path(dest).parents if str(p) != "/"}
+    for parent in sorted(parents):
+        args += ["--perms", "0755", "--dir", parent]
+    for source, dest in binds:
+        args += ["--ro-bind", source, dest]
+    args += ["--tmpfs", f"{ENGINE_MOUNT}/autograder/zoo"]  # the zoo quotes the reference
     args += ["--chdir", "/"]
     return args
 

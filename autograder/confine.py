@@ -27,6 +27,7 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 _PR_SET_PDEATHSIG, _PR_CAPBSET_DROP = 1, 24
 _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 36, 38
 _CLONE_NEWNS = 0x00020000
+_CAPABILITY_V3 = 0x20080522
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x1000, 0x2000, 0x4000, 1 << 18
 
@@ -153,7 +154,10 @@ def become_unprivileged(uid: int) -> None:
         _LIBC.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
     os.setgroups([])
     os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)  # empties the permitted and effective sets
+    header = (ctypes.c_uint32 * 2)(_CAPABILITY_V3, 0)
+    if _LIBC.capset(header, (ctypes.c_uint32 * 6)()) != 0:  # and the inheritable one
+        raise OSError("could not clear the inheritable capabilities")
     if _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or os.getuid() != uid:
         raise OSError("could not drop privileges")
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from autograder import boundary, confine, hangs
 from autograder.protocol import PACKAGE, StudentError, expect_student_error
-from autograder import hangs
 from autograder.sandbox import IsolatedSubmission, Limits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -134,3 +138,98 @@ def test_prints_do_not_disturb_the_protocol(tmp_path):
     code = "import os\n\n\ndef loud():\n    print('x' * 10**6)\n    os.write(1, b'\\0' * 10**6)\n    return 7\n"
     with IsolatedSubmission(submission(tmp_path, masks=code)) as hw:
         assert hw.call("masks.loud") == 7
+
+
+PROBE = """
+def probe(secret, port):
+    import os
+    import socket
+
+    found = {"uid": os.getuid(), "capabilities": "", "read": False, "network": False}
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(("CapEff", "CapPrm", "CapBnd", "CapInh", "CapAmb")):
+                found["capabilities"] += line.split()[1]
+    try:
+        with open(secret) as f:
+            found["read"] = bool(f.read())
+    except OSError:
+        pass
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        found["network"] = True
+    except OSError:
+        pass
+    return found
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="a uid of its own needs the grader as root"
+)
+def test_student_code_is_an_unprivileged_uid_without_capabilities_or_network(tmp_path):
+    """A root-only file inside the sandbox's view (Python's own folder) stays unreadable."""
+    secret = Path(sys.prefix) / f"autograder-canary-{os.getpid()}"
+    secret.write_text("root only\n")
+    os.chmod(secret, 0o600)
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:
+        with IsolatedSubmission(submission(tmp_path, masks=PROBE)) as hw:
+            found = hw.call("masks.probe", str(secret), listener.getsockname()[1])
+    finally:
+        secret.unlink()
+        listener.close()
+    assert found["uid"] >= confine.UID_BASE
+    assert set(found["capabilities"]) == {"0"}
+    assert found["read"] is False
+    if boundary.bwrap_path():
+        assert found["network"] is False  # its own network namespace
+
+
+@pytest.mark.skipif(
+    not boundary.bwrap_path(), reason="bubblewrap cannot run on this machine"
+)
+def test_the_boundary_shows_only_python_and_the_engine(tmp_path):
+    code = "import os\n\n\ndef listing(path):\n    return sorted(os.listdir(path))\n"
+    with IsolatedSubmission(submission(tmp_path, masks=code)) as hw:
+        engine = hw.call("masks.listing", f"{boundary.ENGINE_MOUNT}/autograder")
+        assert "sandbox.py" in engine
+        assert hw.call("masks.listing", f"{boundary.ENGINE_MOUNT}/autograder/zoo") == []
+        scratch = hw.call(
+            "masks.listing", "/tmp"
+        )  # private: only the template's own folder
+        assert all(name.startswith("autograder-template-") for name in scratch)
+        with expect_student_error(FileNotFoundError):
+            hw.call("masks.listing", str(REPO / "solutions"))
+
+
+def test_grading_works_as_an_unprivileged_user(tmp_path):
+    """An instructor without root grades from a world-readable copy (the fallback's path)."""
+    python = Path(sys.executable)
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch to an unprivileged user for the test")
+    folders = [*python.parents, *python.resolve().parents]
+    if not all(p.stat().st_mode & 0o001 for p in folders):
+        pytest.skip(f"Python ({python.resolve()}) is not reachable by other users here")
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv"))
+    os.chmod(tmp_path, 0o755)
+    for folder, _, files in os.walk(copy):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
+    out = tmp_path / "out"
+    out.mkdir(mode=0o777)
+    os.chmod(out, 0o777)
+    command = [
+        sys.executable, "-m", "autograder", "grade", str(copy / "solutions"),
+        "--out", str(out), "-k", "part2",
+    ]  # fmt: skip
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(copy)}
+    done = subprocess.run(
+        command, env=env, cwd=copy, user=65534, group=65534, capture_output=True,
+        text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "protections in force" in done.stdout
+    assert (out / "gradebook.csv").read_text().count("\n") == 2
