@@ -190,7 +190,9 @@ def _read_zip(source: Path) -> tuple[dict[str, bytes], list[str]]:
                 try:
                     with archive.open(info) as f:
                         files[filename] = f.read(MAX_FILE + 1)
-                except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
+                # Any failure (a corrupt deflate stream, a bad CRC, an unknown compression, a
+                # password) is this submission's problem, never the batch's.
+                except Exception as exc:  # noqa: BLE001
                     problems.append(f"{filename} cannot be read from the zip: {exc}")
     return files, problems
 

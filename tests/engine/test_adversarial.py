@@ -8,8 +8,8 @@ of the workers may be left (no process, no file in the host's ``/tmp`` or ``/dev
 Each folder under ``scenarios/`` is one submission: the reference with a malicious edit (each
 ``<module>.append`` is added to the end of that module, so its definitions replace the
 reference's) and ``expected.json``, whose ``outcome`` says what it must score on the parts graded
-here: ``full``; ``full but part K`` (K loses points) or ``full but part K = 0``; ``same as X`` or
-``at most X``, part by part, where X is another scenario (``wrong_softmax`` is the same wrong
+here: ``full``; ``full but part K`` (K loses points) or ``full but part K = 0``; ``same as X``,
+``at most X`` or ``near X`` (within 2 points), part by part, where X is another scenario (``wrong_softmax`` is the same wrong
 answer without any cheat). None may get a point it did not earn, and the honest submissions in
 the same batch keep every point.
 """
@@ -217,6 +217,10 @@ def test_scenario_earns_exactly_what_it_earned(graded, name):
         baseline = part_scores(out, outcome[-1])
         if outcome[0] == "same":
             assert got == baseline, expected["why"]
+        elif outcome[0] == "near":
+            assert all(abs(got[k] - baseline[k]) <= 2 for k in GRADED_PARTS), (
+                expected["why"] + f": {got} against {baseline}"
+            )
         else:
             assert all(got[k] <= baseline[k] for k in GRADED_PARTS), expected["why"]
     outputs = "\n".join(t["output"] for t in results(out, name)["tests"])
