@@ -20,6 +20,7 @@ seccomp profile forbids namespaces) the template runs on the host and the per-wo
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -93,7 +94,10 @@ def arguments() -> list[str]:
         args += ["--perms", "0755", "--dir", parent]
     for source, dest in binds:
         args += ["--ro-bind", source, dest]
-    args += ["--tmpfs", f"{ENGINE_MOUNT}/autograder/zoo"]  # the zoo quotes the reference
+    args += [
+        "--tmpfs",
+        f"{ENGINE_MOUNT}/autograder/zoo",
+    ]  # the zoo quotes the reference
     args += ["--chdir", "/"]
     return args
 
@@ -147,4 +151,66 @@ def protections() -> list[str]:
                 "code shares the host's network and filesystem view"
             )
         ]
+    if cgroups_in_force():
+        where.append(
+            f"cgroup limits on the whole sandbox: {CGROUP_PIDS} tasks, "
+            f"{CGROUP_MEMORY >> 30} GiB of memory"
+        )
+    else:
+        where.append("no writable cgroup hierarchy: no cap on the sandbox as a whole")
     return where + confine.worker_protections(bubblewrap=bwrap_path() is not None)
+
+
+# cgroups: a cap on the whole sandbox of one grading process, where a hierarchy is writable ----
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+#: Tasks (processes and threads) of one grading process's whole sandbox together.
+CGROUP_PIDS = 512
+#: Memory of one grading process's whole sandbox together (its private tmpfs pages included).
+CGROUP_MEMORY = 6 << 30
+
+
+class ControlGroups:
+    """cgroup v1 ``pids`` and ``memory`` groups around the sandbox of one grading process.
+
+    Best effort: where the hierarchies are missing or read-only (no root, cgroup v2 without
+    delegated controllers) nothing is limited here, and the per-worker resource limits of
+    ``autograder.confine`` are what bounds a submission.
+    """
+
+    def __init__(self, name: str):
+        self.folders: list[Path] = []
+        for controller, setting, value in (
+            ("pids", "pids.max", CGROUP_PIDS),
+            ("memory", "memory.limit_in_bytes", CGROUP_MEMORY),
+        ):
+            folder = CGROUP_ROOT / controller / name
+            try:
+                folder.mkdir()
+                (folder / setting).write_text(str(value))
+            except OSError:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+                continue
+            self.folders.append(folder)
+
+    def enter(self) -> None:
+        """Move the calling process into the groups (run in the child before it starts)."""
+        for folder in self.folders:
+            with contextlib.suppress(OSError):
+                (folder / "cgroup.procs").write_text("0")
+
+    def remove(self) -> None:
+        """Remove the groups once every process in them has ended."""
+        for folder in self.folders:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        self.folders = []
+
+
+def cgroups_in_force() -> bool:
+    """Whether ``ControlGroups`` can limit anything on this machine."""
+    probe = ControlGroups(f"autograder-probe-{os.getpid()}")
+    found = bool(probe.folders)
+    probe.remove()
+    return found

@@ -18,6 +18,7 @@ fast, so one hang never blocks a batch.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import json
@@ -450,16 +451,26 @@ class _TemplateClient:
         )
         argv, engine = boundary.command(code)
         argv[-1] = argv[-1].format(engine=engine)
+        self.groups = boundary.ControlGroups(f"autograder-{os.getpid()}")
         self.process = subprocess.Popen(
             argv,
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             cwd="/",
+            preexec_fn=self.groups.enter if self.groups.folders else None,  # noqa: PLW1509
         )
+        atexit.register(self.close)
         theirs.close()
         self.sock = ours
         self._ended: dict[int, int] = {}  # pid -> wait status
+
+    def close(self) -> None:
+        """End the template (and with it every worker) and remove its control groups."""
+        self.sock.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(10)
+        self.groups.remove()
 
     def spawn(self, socks: list[socket.socket], config: dict) -> tuple[int, str]:
         """Fork a worker that serves ``socks[0]`` and dumps stacks into ``socks[1]``."""

@@ -222,7 +222,9 @@ def _worker_main(sock: socket.socket, stacks_fd: int, root: Path, config: dict) 
         tripwire.watch(str(root / PACKAGE))
         executor = Executor(root)
         stacks = os.fdopen(stacks_fd, "w")
-        seconds = 0.8 * limits.call_timeout  # the grading side waits a while past its limit
+        seconds = (
+            0.8 * limits.call_timeout
+        )  # the grading side waits a while past its limit
     except BaseException:  # noqa: BLE001 - never run student code half-confined
         os._exit(UNCONFINED)
     hangs.disarm(config["disarmed"], root / PACKAGE, limits.call_timeout)
