@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import socket
 import struct
+import threading
+import time
 
 import pytest
 import torch
@@ -139,3 +142,42 @@ def test_framing_over_a_socket_and_the_size_limit():
         a.close()
         with pytest.raises(EOFError):
             wire.recv(b, CPU)
+
+
+def test_a_header_too_large_or_too_many_values_are_refused_unparsed():
+    with pytest.raises(wire.WireError, match="header"):
+        wire.decode(b" " * (wire.MAX_HEADER + 1), memoryview(b""), CPU)
+    many = json.dumps([0] * (wire.MAX_NODES + 1)).encode()
+    with pytest.raises(wire.WireError, match="values"):
+        wire.decode(many, memoryview(b""), CPU)
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(struct.pack("!QI", wire.MAX_HEADER * 2, wire.MAX_HEADER + 1))
+        with pytest.raises(wire.WireError, match="refused"):
+            wire.recv(b, CPU)
+
+
+def test_a_trickled_message_ends_at_its_deadline():
+    """The deadline covers the whole message, not each read: one byte now and then is no help."""
+    a, b = socket.socketpair()
+    stop = threading.Event()
+
+    def trickle():
+        a.sendall(struct.pack("!QI", 4096, 16))
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                a.sendall(b" ")
+            time.sleep(0.05)
+
+    sender = threading.Thread(target=trickle)
+    sender.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError):
+            wire.recv(b, CPU, deadline=start + 0.5)
+        assert time.monotonic() - start < 30  # bounded (generously: a loaded machine)
+    finally:
+        stop.set()
+        sender.join()
+        a.close()
+        b.close()
