@@ -72,8 +72,9 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "points(n): points a graded test is worth")
+    parts = ", ".join(map(str, PARTS))
     config.addinivalue_line(
-        "markers", "part(k): the SPEC.md part (1-7) a graded test belongs to"
+        "markers", f"part(k): the SPEC.md part ({parts}) a graded test belongs to"
     )
     config.addinivalue_line("markers", "public: a graded test students see and run")
     config.addinivalue_line("markers", "hidden: a graded test only the grader runs")

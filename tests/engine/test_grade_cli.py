@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 from autograder import cli
-from autograder.points import PARTS
+from autograder.points import PARTS, TOTAL_POINTS
 
 REPO = Path(__file__).resolve().parents[2]
 KEYWORD = "part2"  # masks: the quickest part, enough to see the machinery work
@@ -25,12 +25,18 @@ def make_batch(folder: Path) -> Path:
     return batch
 
 
+def gradebook_line(name: str, masks: int) -> str:
+    """A gradebook row of a submission graded on part 2 (masks) alone."""
+    parts = [masks if k == 2 else 0 for k in PARTS]
+    return ",".join(map(str, [name, masks, TOTAL_POINTS, *parts]))
+
+
 def test_grade_writes_results_feedback_and_gradebook_and_resumes(tmp_path, capsys):
     batch, out = make_batch(tmp_path), tmp_path / "grades"
     assert cli.main(["grade", str(batch), "--out", str(out), "-k", KEYWORD]) == 0
     honest = json.loads((out / "honest" / "results.json").read_text())
     assert set(honest) == {"score", "max_score", "execution_time", "output", "tests"}
-    assert honest["score"] == PARTS[2].points and honest["max_score"] == 100
+    assert honest["score"] == PARTS[2].points and honest["max_score"] == TOTAL_POINTS
     for test in honest["tests"]:
         assert set(test) == {
             "name",
@@ -53,13 +59,10 @@ def test_grade_writes_results_feedback_and_gradebook_and_resumes(tmp_path, capsy
     feedback = (out / "broken" / "feedback.md").read_text()
     assert (
         "## Problems with the submission" in feedback
-        and "## Part 2: Masks (0/10)" in feedback
+        and f"## Part 2: Masks (0/{PARTS[2].points})" in feedback
     )
     gradebook = (out / "gradebook.csv").read_text().splitlines()
-    assert gradebook[1:] == [
-        "broken,0,100,0,0,0,0,0,0,0",
-        "honest,10,100,0,10,0,0,0,0,0",
-    ]
+    assert gradebook[1:] == [gradebook_line("broken", 0), gradebook_line("honest", 10)]
     assert not list(out.rglob("*.tmp"))
     capsys.readouterr()
 
