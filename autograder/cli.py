@@ -112,6 +112,14 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     return 1 if missed or reference != zoo.TOTAL_POINTS else 0
 
 
+def cmd_examples(args: argparse.Namespace) -> int:
+    from autograder.zoo import examples
+
+    for folder in examples.write(Path(args.out)):
+        print(f"wrote {folder}")
+    return 0
+
+
 def _device(name: str) -> str:
     if name == "auto":
         import torch
@@ -178,6 +186,13 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
     zoo.add_argument("--only", nargs="*", help="just these mutants (by name)")
     zoo.set_defaults(func=cmd_zoo)
+
+    examples = commands.add_parser(
+        "examples",
+        help="write the single-bug example submissions (reference + one zoo mutant each)",
+    )
+    examples.add_argument("--out", required=True, help="folder to write them to")
+    examples.set_defaults(func=cmd_examples)
     return parser
 
 

@@ -1,5 +1,0 @@
-"""Transformer attention, one part per module (see the handout).
-
-This file imports nothing on purpose: each module is imported on its own, so a mistake in one
-module only affects the parts that use it.
-"""
