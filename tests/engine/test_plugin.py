@@ -1,0 +1,81 @@
+"""The graded suite's collection rules (``tests/conftest.py``), run on small suites of our own.
+
+Each suite is a copy of the plugin beside a ``graded/`` folder of made-up tests, run by pytest's
+own ``pytester``: points that do not add up to ``PARTS``, a test with two visibilities and a test
+without a part must each stop the run before any test runs, saying why.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autograder.points import PARTS
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def graded_test(name: str, *marks: str) -> str:
+    decorators = "".join(f"@pytest.mark.{mark}\n" for mark in marks)
+    return f"{decorators}def {name}():\n    pass\n"
+
+
+def run_suite(pytester, tests: list[str], *args: str):
+    """Collect ``tests`` as the whole graded suite under a copy of the plugin."""
+    suite = pytester.mkdir("suite")
+    shutil.copy(REPO / "tests" / "conftest.py", suite / "conftest.py")
+    (suite / "graded").mkdir()
+    source = "import pytest\n\n\n" + "\n\n".join(tests)
+    (suite / "graded" / "test_made_up.py").write_text(source)
+    return pytester.runpytest(str(suite), "--collect-only", "-q", *args)
+
+
+def whole_suite(points_off_by: int = 0) -> list[str]:
+    """One hidden test per part, each worth the part's points (the last ``points_off_by`` off)."""
+    last = max(PARTS)
+    return [
+        graded_test(
+            f"test_part{k}",
+            f"points({part.points + (points_off_by if k == last else 0)})",
+            f"part({k})",
+            "hidden",
+        )
+        for k, part in PARTS.items()
+    ]
+
+
+def test_a_suite_whose_points_add_up_is_collected(pytester):
+    result = run_suite(pytester, whole_suite())
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([f"*{len(PARTS)} tests collected*"])
+
+
+def test_points_that_do_not_add_up_to_the_parts_stop_the_run(pytester):
+    result = run_suite(pytester, whole_suite(points_off_by=1))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    last = max(PARTS)
+    result.stderr.fnmatch_lines(
+        [f"*test points per part {{{last}: {PARTS[last].points + 1}}} differ*"]
+    )
+
+
+def test_a_selection_need_not_add_up(pytester):
+    result = run_suite(pytester, whole_suite(points_off_by=1), "-k", "part1")
+    assert result.ret == pytest.ExitCode.OK
+
+
+@pytest.mark.parametrize(
+    "marks",
+    [("points(1)", "part(1)", "public", "hidden"), ("points(1)", "public")],
+    ids=["two visibilities", "no part"],
+)
+def test_a_test_without_its_marks_stops_the_run(pytester, marks):
+    result = run_suite(pytester, [*whole_suite(), graded_test("test_odd", *marks)])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*test_odd: graded tests need points, part and one visibility*"]
+    )
