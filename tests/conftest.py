@@ -29,7 +29,9 @@ DEFAULT_SUBMISSION = next(
 
 # Hypothesis mixes constants found in every imported local module into the examples it draws,
 # so the same test would draw other inputs under `pytest` than under `autograder grade`, and a
-# submission's own modules would steer its inputs. A grade may depend on neither.
+# submission's own modules would steer its inputs. A grade may depend on neither. No public
+# setting turns the mixing off, so its private hook is emptied; pyproject.toml pins the release
+# that hook belongs to (tests/engine/test_hypothesis.py shows why).
 if not hasattr(providers, "_get_local_constants"):
     raise ImportError(
         "this hypothesis has no _get_local_constants: review tests/conftest.py"

@@ -1,0 +1,99 @@
+"""Property tests draw the same examples in every run: why hypothesis is pinned exactly.
+
+Hypothesis mixes numbers and strings that it finds in every imported *local* module (outside
+site-packages and the standard library, and not a test file) into the examples it draws. An
+in-process run imports the student's package, an isolated run imports the sandbox instead, and
+every submission holds other constants, so the same derandomized test would draw other inputs
+from run to run and from student to student. No public setting turns the mixing off (checked in
+hypothesis 6.170's source), so ``tests/conftest.py`` empties the private hook that collects
+them, and ``pyproject.toml`` pins the release whose hook that is.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+#: A fast property test whose draws a local constant has been seen to change.
+PROPERTY_TEST = (
+    "tests/graded/test_part1_attention.py::"
+    "test_scaled_dot_product_attention_permutation_equivariance"
+)
+
+DRAWS = textwrap.dedent(
+    """
+    import importlib, sys
+    from hypothesis import given, settings, strategies as st
+
+    def draws():
+        seen = []
+
+        @settings(derandomize=True, database=None, max_examples=300)
+        @given(st.integers(0, 2**31 - 1))
+        def record(n):
+            seen.append(n)
+
+        record()
+        return seen
+
+    before = draws()
+    importlib.import_module("local_constants")
+    print(before != draws())
+    """
+)
+
+
+def draws_change_with_a_local_module(folder: Path, preamble: str = "") -> bool:
+    """Whether importing a local module full of constants changes what a test draws."""
+    (folder / "local_constants.py").write_text(
+        "SEEDS = [" + ", ".join(str(1_000_003 * i) for i in range(1, 40)) + "]\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", preamble + DRAWS],
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": f"{folder}:{REPO}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return run.stdout.split() == ["True"]
+
+
+def test_a_local_module_steers_hypothesis_unless_the_suite_stops_it(tmp_path):
+    assert draws_change_with_a_local_module(tmp_path), (
+        "hypothesis no longer mixes in local constants: tests/conftest.py need not stop it"
+    )
+    assert not draws_change_with_a_local_module(tmp_path, "import tests.conftest\n")
+
+
+def test_pyproject_pins_the_hypothesis_installed():
+    pin = re.search(r'"hypothesis==([^"]+)"', (REPO / "pyproject.toml").read_text())
+    assert pin, "pyproject.toml must pin hypothesis exactly"
+    assert pin.group(1) == importlib.metadata.version("hypothesis")
+
+
+def drawn_examples(*args: str) -> list[str]:
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", PROPERTY_TEST, "-q", "-s"]
+        + ["--hypothesis-verbosity=verbose", "-p", "no:cacheprovider", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-2000:]
+    return re.findall(r"^\s+(?:seed|t_q|t_k)=.*$", run.stdout, re.MULTILINE)
+
+
+def test_in_process_and_isolated_runs_draw_identical_examples():
+    in_process = drawn_examples()
+    assert len(in_process) >= 3 * 4
+    assert drawn_examples("--isolate") == in_process
