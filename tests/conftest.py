@@ -94,6 +94,10 @@ def grading_marks(item) -> tuple[int, int, str] | None:
         raise pytest.UsageError(
             f"{item.nodeid}: graded tests need points, part and one visibility"
         )
+    if part.args[0] not in PARTS:
+        raise pytest.UsageError(
+            f"{item.nodeid}: part {part.args[0]} is not in autograder.points.PARTS"
+        )
     return points.args[0], part.args[0], visibility[0]
 
 

@@ -1,8 +1,9 @@
 """The graded suite's collection rules (``tests/conftest.py``), run on small suites of our own.
 
 Each suite is a copy of the plugin beside a ``graded/`` folder of made-up tests, run by pytest's
-own ``pytester``: points that do not add up to ``PARTS``, a test with two visibilities and a test
-without a part must each stop the run before any test runs, saying why.
+own ``pytester``: points that do not add up to ``PARTS``, a test with two visibilities, a test
+without a part or of a part ``PARTS`` lacks must each stop the run before any test runs, saying
+why.
 """
 
 from __future__ import annotations
@@ -69,13 +70,21 @@ def test_a_selection_need_not_add_up(pytester):
 
 
 @pytest.mark.parametrize(
-    "marks",
-    [("points(1)", "part(1)", "public", "hidden"), ("points(1)", "public")],
-    ids=["two visibilities", "no part"],
+    ("marks", "why"),
+    [
+        (
+            ("points(1)", "part(1)", "public", "hidden"),
+            "graded tests need points, part and one visibility",
+        ),
+        (("points(1)", "public"), "graded tests need points, part and one visibility"),
+        (
+            ("points(1)", f"part({max(PARTS) + 1})", "public"),
+            f"part {max(PARTS) + 1} is not in autograder.points.PARTS",
+        ),
+    ],
+    ids=["two visibilities", "no part", "unknown part"],
 )
-def test_a_test_without_its_marks_stops_the_run(pytester, marks):
+def test_a_test_without_its_marks_stops_the_run(pytester, marks, why):
     result = run_suite(pytester, [*whole_suite(), graded_test("test_odd", *marks)])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(
-        ["*test_odd: graded tests need points, part and one visibility*"]
-    )
+    result.stderr.fnmatch_lines([f"*test_odd: {why}*"])

@@ -1,0 +1,160 @@
+"""The README's "Adding a part" checklist is complete: following it in a copy of the repository
+with a tiny eighth part (an ALiBi bias), editing exactly the files it names, gives a suite whose
+points add up and a grader that scores the reference and alice on the new total."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from autograder.points import PARTS, TOTAL_POINTS
+
+REPO = Path(__file__).resolve().parents[2]
+N = max(PARTS) + 1
+POINTS = 2
+MODULE, TOPIC = "alibi", "alibi"
+
+REFERENCE = '''\
+"""Part {n}: ALiBi, a bias on attention scores that grows with the distance to the key."""
+
+import torch
+
+
+def alibi_bias(t: int, slope: float) -> torch.Tensor:
+    """Float32 ``(t, t)``: ``-slope * |i - j|`` for query ``i`` and key ``j``."""
+    ### BEGIN SOLUTION
+    positions = torch.arange(t, dtype=torch.float32)
+    return -slope * (positions[:, None] - positions[None, :]).abs()
+    ### END SOLUTION
+'''
+
+ALICE = """\
+import torch
+
+
+def alibi_bias(t, slope):
+    return torch.tensor([[-slope * abs(i - j) for j in range(t)] for i in range(t)])
+"""
+
+TESTS = '''\
+"""Part {n}: the ALiBi bias, against a float64 oracle."""
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.part({n})
+
+
+def oracle(t: int, slope: float) -> torch.Tensor:
+    positions = torch.arange(t, dtype=torch.float64)
+    return (-slope * (positions[:, None] - positions[None, :]).abs()).float()
+
+
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_alibi_bias(hw):
+    torch.testing.assert_close(hw.call("alibi.alibi_bias", 4, 0.5), oracle(4, 0.5))
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_alibi_bias_one_position(hw):
+    torch.testing.assert_close(hw.call("alibi.alibi_bias", 1, 0.25), oracle(1, 0.25))
+'''
+
+
+def add_part(points_py: str) -> str:
+    end_of_parts = "\n    )\n}\n"
+    assert points_py.count(end_of_parts) == 1, "PARTS is no longer laid out as expected"
+    entry = f'\n        Part({N}, "ALiBi", ("{MODULE}.py",), (), {POINTS}),'
+    return points_py.replace(end_of_parts, entry + end_of_parts)
+
+
+def add_row(readme: str) -> str:
+    total = f"| | | **total** | **{TOTAL_POINTS}** |\n"
+    assert readme.count(total) == 1
+    row = f"| {N} | `{MODULE}.py` | ALiBi | {POINTS} |\n"
+    return readme.replace(
+        total, row + total.replace(str(TOTAL_POINTS), str(TOTAL_POINTS + POINTS))
+    )
+
+
+#: checklist path -> what becomes of the file (its old text, or None for a new file)
+EDITS = {
+    "solutions/transformer_hw/<module>.py": lambda _: REFERENCE.format(n=N),
+    "autograder/points.py": add_part,
+    "tests/graded/test_part<N>_<topic>.py": lambda _: TESTS.format(n=N),
+    "examples/submissions/alice_alternative_style/transformer_hw/<module>.py": lambda _: (
+        ALICE
+    ),
+    "README.md": add_row,
+}
+
+
+#: two pytest runs in one interpreter: torch is imported once
+SUITE_CHECKS = (
+    "import pytest, sys; sys.exit("
+    "pytest.main(['-q', 'tests/engine/test_points.py'])"
+    " or pytest.main(['-q', '--collect-only', 'tests/graded']))"
+)
+
+
+def checklist() -> list[str]:
+    """The paths the README's numbered "Adding a part" steps name, in order."""
+    section = (REPO / "README.md").read_text().split("\n## Adding a part\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    return re.findall(r"^\d+\. `([^`]+)`", section, re.MULTILINE)
+
+
+def run(copy: Path, *args: str) -> subprocess.CompletedProcess:
+    """A command of the copy, importing the copy's own ``autograder`` and tests."""
+    done = subprocess.run(
+        [sys.executable, *args],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return done
+
+
+def test_the_checklist_names_what_a_new_part_needs(tmp_path):
+    assert checklist() == list(EDITS)
+    copy = tmp_path / "repo"
+    ignored = ("__pycache__", ".venv", ".git", "build", "grades", "*.egg-info")
+    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(*ignored))
+    for template, edit in EDITS.items():
+        path = copy / template.replace("<N>", str(N)).replace(
+            "<module>", MODULE
+        ).replace("<topic>", TOPIC)
+        path.write_text(edit(path.read_text() if path.exists() else None))
+
+    # The README's table and the part's modules agree with PARTS; the suite's points add up.
+    run(copy, "-c", SUITE_CHECKS)
+    alice = "examples/submissions/alice_alternative_style"
+    run(
+        copy,
+        "-m",
+        "autograder",
+        "grade",
+        "solutions",
+        alice,
+        "--out",
+        "grades",
+        "-k",
+        f"part{N}",
+    )
+    for name in ("solutions", "alice_alternative_style"):
+        results = json.loads((copy / "grades" / name / "results.json").read_text())
+        assert (results["score"], results["max_score"]) == (
+            POINTS,
+            TOTAL_POINTS + POINTS,
+        )
+    gradebook = (copy / "grades" / "gradebook.csv").read_text().splitlines()
+    assert gradebook[0].endswith(f",part{N}")
