@@ -69,18 +69,16 @@ def test_a_selection_need_not_add_up(pytester):
     assert result.ret == pytest.ExitCode.OK
 
 
+NEED_MARKS = "graded tests need points, part and one visibility"
+UNKNOWN = max(PARTS) + 1
+
+
 @pytest.mark.parametrize(
     ("marks", "why"),
     [
-        (
-            ("points(1)", "part(1)", "public", "hidden"),
-            "graded tests need points, part and one visibility",
-        ),
-        (("points(1)", "public"), "graded tests need points, part and one visibility"),
-        (
-            ("points(1)", f"part({max(PARTS) + 1})", "public"),
-            f"part {max(PARTS) + 1} is not in autograder.points.PARTS",
-        ),
+        (("points(1)", "part(1)", "public", "hidden"), NEED_MARKS),
+        (("points(1)", "public"), NEED_MARKS),
+        (("points(1)", f"part({UNKNOWN})", "public"), f"part {UNKNOWN} is not in"),
     ],
     ids=["two visibilities", "no part", "unknown part"],
 )
