@@ -29,9 +29,8 @@ LIKELY = "Likely mistake:"  # how the graded suite introduces a diagnosis
 class Verdict:
     mutant: Mutant
     lost: dict[int, int]  # part -> points lost
-    problems: tuple[
-        str, ...
-    ]  # why the suite failed to catch it properly; empty when it did
+    # why the suite failed to catch it properly; empty when it did
+    problems: tuple[str, ...]
 
     @property
     def ok(self) -> bool:
