@@ -20,8 +20,8 @@ class FeedForward(nn.Module):
         return self.fc2(torch.clamp(hidden, min=0))  # (..., d_model)
 
 
-class PreNormBlock(nn.Module):
-    """h = x + attn(ln1(x)); out = h + ffn(ln2(h)). Residuals add the incoming tensor."""
+class _Block(nn.Module):
+    """The sub-layers both blocks share: LayerNorm, attention, LayerNorm, feed-forward."""
 
     def __init__(self, d_model, n_heads, d_ff):
         super().__init__()
@@ -29,21 +29,18 @@ class PreNormBlock(nn.Module):
         self.attn = _heads.MultiHeadAttention(d_model, n_heads)
         self.ln2 = _norm.LayerNorm(d_model)
         self.ffn = FeedForward(d_model, d_ff)
+
+
+class PreNormBlock(_Block):
+    """h = x + attn(ln1(x)); out = h + ffn(ln2(h)). Residuals add the incoming tensor."""
 
     def forward(self, x, mask=None, cache=None):
         mixed = x + self.attn(self.ln1(x), mask=mask, cache=cache)
         return mixed + self.ffn(self.ln2(mixed))
 
 
-class PostNormBlock(nn.Module):
+class PostNormBlock(_Block):
     """h = ln1(x + attn(x)); out = ln2(h + ffn(h))."""
-
-    def __init__(self, d_model, n_heads, d_ff):
-        super().__init__()
-        self.ln1 = _norm.LayerNorm(d_model)
-        self.attn = _heads.MultiHeadAttention(d_model, n_heads)
-        self.ln2 = _norm.LayerNorm(d_model)
-        self.ffn = FeedForward(d_model, d_ff)
 
     def forward(self, x, mask=None):
         settled = self.ln1(x + self.attn(x, mask=mask))

@@ -198,6 +198,18 @@ def evaluate(model, batches):
     return total / tokens
 
 
+def _step(model, optimizer, inputs, targets):
+    """One Adam step on a batch's mean loss: (loss, real targets); (0.0, 0) for an all-padding batch."""
+    real = int((targets != IGNORE_INDEX).sum())
+    if real == 0:
+        return 0.0, 0
+    optimizer.zero_grad()
+    loss = lm_loss(model(inputs), targets)
+    loss.backward()
+    optimizer.step()
+    return float(loss.detach()), real
+
+
 def train(model, train_batches, dev_batches, epochs=1, lr=1e-3):
     """Adam on each batch's mean lm_loss; one history dict per epoch."""
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
@@ -207,18 +219,9 @@ def train(model, train_batches, dev_batches, epochs=1, lr=1e-3):
     history = []
     for epoch in range(1, epochs + 1):
         model.train()
-        running, tokens = 0.0, 0
-        for inputs, targets in train_batches:
-            inputs, targets = inputs.to(device), targets.to(device)
-            real = int((targets != IGNORE_INDEX).sum())
-            if real == 0:
-                continue
-            loss = lm_loss(model(inputs), targets)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            running += float(loss.detach()) * real
-            tokens += real
+        steps = [_step(model, optimizer, x.to(device), y.to(device)) for x, y in train_batches]
+        running = sum(loss * real for loss, real in steps)
+        tokens = sum(real for _, real in steps)
         if tokens == 0:
             raise ValueError("train_batches hold no real target; nothing to train on")
         record = {"epoch": epoch, "train_loss": running / tokens, "dev_loss": evaluate(model, dev_batches)}

@@ -1,11 +1,9 @@
 """Part 3: splitting/merging heads and multi-head attention (einsum scores)."""
 
-import math
-
 import torch
 from torch import nn
 
-from .attention import softmax as stable_softmax
+from .attention import scaled_dot_product_attention
 
 
 def split_heads(x, n_heads):
@@ -46,10 +44,8 @@ class MultiHeadAttention(nn.Module):
         self.d_model = d_model
         self.n_heads = n_heads
         self.d_head = d_model // n_heads
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            setattr(self, name, nn.Linear(d_model, d_model, bias=bias))
 
     def _check(self, t, name):
         if not isinstance(t, torch.Tensor) or t.dim() != 3 or t.shape[-1] != self.d_model:
@@ -73,26 +69,5 @@ class MultiHeadAttention(nn.Module):
         v = split_heads(self.v_proj(source), self.n_heads)  # (B, h, Tk, d_h)
         if cache is not None:
             k, v = cache.append(k, v)  # (B, h, cached + Tk, d_h)
-        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) * (1.0 / math.sqrt(self.d_head))
-        if mask is not None:
-            if not isinstance(mask, torch.Tensor):
-                raise ValueError(f"mask must be a tensor, got {type(mask).__name__}")
-            try:
-                torch.broadcast_shapes(mask.shape, scores.shape)
-            except RuntimeError:
-                raise ValueError(
-                    f"mask of shape {tuple(mask.shape)} does not broadcast to "
-                    f"(B, h, Tq, Tk) = {tuple(scores.shape)}"
-                ) from None
-            mask = mask.to(scores.device)
-            if mask.dtype == torch.bool:
-                scores = torch.where(mask, float("-inf"), scores)
-            else:
-                scores = scores + mask.to(scores.dtype)
-            if bool((scores == float("-inf")).all(dim=-1).any()):
-                raise ValueError(
-                    f"mask (shape {tuple(mask.shape)}) leaves some query with no permitted key"
-                )
-        weights = stable_softmax(scores, dim=-1)  # (B, h, Tq, Tk)
-        mixed = torch.einsum("bhqk,bhkd->bhqd", weights, v)  # (B, h, Tq, d_h)
+        mixed, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, Tq, d_h)
         return self.out_proj(merge_heads(mixed))  # (B, Tq, D)
