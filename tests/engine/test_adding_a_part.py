@@ -83,16 +83,20 @@ def add_row(readme: str) -> str:
     )
 
 
-#: checklist path -> what becomes of the file (its old text, or None for a new file)
+def new_file(text: str):
+    return lambda _: text
+
+
+ALICE_DIR = "examples/submissions/alice_alternative_style"
+#: checklist path -> what becomes of the file (given its old text, or None for a new file)
 EDITS = {
-    "solutions/transformer_hw/<module>.py": lambda _: REFERENCE.format(n=N),
+    "solutions/transformer_hw/<module>.py": new_file(REFERENCE.format(n=N)),
     "autograder/points.py": add_part,
-    "tests/graded/test_part<N>_<topic>.py": lambda _: TESTS.format(n=N),
-    "examples/submissions/alice_alternative_style/transformer_hw/<module>.py": lambda _: (
-        ALICE
-    ),
+    "tests/graded/test_part<N>_<topic>.py": new_file(TESTS.format(n=N)),
+    f"{ALICE_DIR}/transformer_hw/<module>.py": new_file(ALICE),
     "README.md": add_row,
 }
+PLACEHOLDERS = {"<N>": str(N), "<module>": MODULE, "<topic>": TOPIC}
 
 
 #: two pytest runs in one interpreter: torch is imported once
@@ -130,31 +134,18 @@ def test_the_checklist_names_what_a_new_part_needs(tmp_path):
     ignored = ("__pycache__", ".venv", ".git", "build", "grades", "*.egg-info")
     shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(*ignored))
     for template, edit in EDITS.items():
-        path = copy / template.replace("<N>", str(N)).replace(
-            "<module>", MODULE
-        ).replace("<topic>", TOPIC)
+        for placeholder, value in PLACEHOLDERS.items():
+            template = template.replace(placeholder, value)
+        path = copy / template
         path.write_text(edit(path.read_text() if path.exists() else None))
 
     # The README's table and the part's modules agree with PARTS; the suite's points add up.
     run(copy, "-c", SUITE_CHECKS)
-    alice = "examples/submissions/alice_alternative_style"
-    run(
-        copy,
-        "-m",
-        "autograder",
-        "grade",
-        "solutions",
-        alice,
-        "--out",
-        "grades",
-        "-k",
-        f"part{N}",
-    )
+    grade = ["grade", "solutions", ALICE_DIR, "--out", "grades", "-k", f"part{N}"]
+    run(copy, "-m", "autograder", *grade)
     for name in ("solutions", "alice_alternative_style"):
         results = json.loads((copy / "grades" / name / "results.json").read_text())
-        assert (results["score"], results["max_score"]) == (
-            POINTS,
-            TOTAL_POINTS + POINTS,
-        )
+        assert results["score"] == POINTS, name
+        assert results["max_score"] == TOTAL_POINTS + POINTS, name
     gradebook = (copy / "grades" / "gradebook.csv").read_text().splitlines()
     assert gradebook[0].endswith(f",part{N}")
