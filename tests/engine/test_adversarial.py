@@ -162,7 +162,9 @@ def graded(tmp_path_factory):
     SECRET_IN_VIEW.write_text("root only\n")
     os.chmod(SECRET_IN_VIEW, 0o600)
     listener = Listener()
-    files_before = set(worker_files())  # other test runs' workers may be at work meanwhile
+    files_before = set(
+        worker_files()
+    )  # other test runs' workers may be at work meanwhile
     out = tmp_path_factory.mktemp("grades")
     args = ["grade", str(batch), "--out", str(out), "--jobs", "2", "--timeout", "3"]
     try:
@@ -279,5 +281,7 @@ def test_nothing_reached_the_host(graded):
 @pytest.mark.skipif(not AS_ROOT, reason="needs the grader to run as root")
 def test_nothing_survives_the_batch(graded):
     assert leftover_processes() == []
-    assert graded[-1] == []  # no file of a worker in the host's /tmp, /dev/shm, /var/tmp
+    assert (
+        graded[-1] == []
+    )  # no file of a worker in the host's /tmp, /dev/shm, /var/tmp
     assert not INJECTED.exists()
