@@ -10,8 +10,8 @@ is a proven tool, not our own namespace code:
   engine read-only, the bug zoo covered, private size-capped ``/tmp`` and ``/dev/shm``; nothing
   else of the host (no checkout, no batch, no grades). Submissions' files arrive over the channel;
 - it dies with the grading process, and (as root) keeps only the capabilities the template needs
-  to give each worker a fresh uid (``CAP_SETUID``, ``CAP_SETGID``, ``CAP_SETPCAP`` to clear the
-  worker's bounding set); ``no_new_privs`` is always set.
+  to give each worker a fresh uid and private scratch folders (``TEMPLATE_CAPS``); every worker
+  drops them all before student code runs; ``no_new_privs`` is always set.
 
 Where bubblewrap cannot run (not installed, no root and no user namespaces, a container whose
 seccomp profile forbids namespaces) the template runs on the host and the per-worker layer of
@@ -26,6 +26,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ENGINE = Path(__file__).resolve().parent
@@ -34,7 +35,9 @@ ENGINE_MOUNT = "/opt/autograder-engine"
 #: Size caps of the private writable folders (tmpfs: their bytes are memory).
 TMP_BYTES = 256 << 20
 SHM_BYTES = 64 << 20
-TEMPLATE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
+#: The template's capabilities (as root): a uid per worker, a cleared bounding set, and a mount
+#: and IPC namespace per worker (``confine.private_scratch``). Workers drop them all.
+TEMPLATE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_SYS_ADMIN")
 
 
 @functools.cache
@@ -201,10 +204,20 @@ class ControlGroups:
                 (folder / "cgroup.procs").write_text("0")
 
     def remove(self) -> None:
-        """Remove the groups once every process in them has ended."""
+        """Remove the groups once every process in them has ended (the kernel lets the last
+        ones go a moment after the sandbox's own process has been reaped)."""
+        end = time.monotonic() + 10
         for folder in self.folders:
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+            while True:
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > end:
+                        break
+                    time.sleep(0.05)
         self.folders = []
 
 

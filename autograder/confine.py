@@ -26,7 +26,7 @@ UID_SPAN = 1 << 28
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _PR_SET_PDEATHSIG, _PR_CAPBSET_DROP = 1, 24
 _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 36, 38
-_CLONE_NEWNS = 0x00020000
+_CLONE_NEWNS, _CLONE_NEWIPC = 0x00020000, 0x08000000
 _CAPABILITY_V3 = 0x20080522
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x1000, 0x2000, 0x4000, 1 << 18
@@ -57,6 +57,23 @@ def worker_protections(bubblewrap: bool) -> list[str]:
                 "other users (chmod o-rwx)"
             )
     return notes
+
+
+def private_scratch(tmp_bytes: int, shm_bytes: int) -> bool:
+    """Own mount and IPC namespaces, with fresh size-capped ``/tmp`` and ``/dev/shm``.
+
+    What a worker leaves there (files, SysV or POSIX shared memory) goes when its last process
+    ends, and no other worker ever sees it. False where namespaces are not allowed.
+    """
+    if _LIBC.unshare(_CLONE_NEWNS | _CLONE_NEWIPC) != 0:
+        return False
+    if _LIBC.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+        return False
+    return all(
+        _mount(b"tmpfs", path, b"tmpfs", _MS_NOSUID | _MS_NODEV,
+               f"size={size},mode=1777".encode())
+        for path, size in (("/tmp", tmp_bytes), ("/dev/shm", shm_bytes))
+    )  # fmt: skip
 
 
 def set_subreaper() -> None:

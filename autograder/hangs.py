@@ -19,12 +19,13 @@ import re
 import sys
 from pathlib import Path
 
-from autograder.protocol import PACKAGE
+from autograder.protocol import MODULES, PACKAGE
 
 #: Hangs of one function after which later requests no longer run it.
 DISARM_AFTER = 3
 #: The most bytes of stack dump the grading side reads (a dump is a few KB).
 MAX_DUMP = 64 << 10
+_FUNCTION = re.compile(r"[A-Za-z_]\w{0,99}|<module>")
 
 
 def outermost_student_frame(text: str) -> list[list]:
@@ -33,12 +34,20 @@ def outermost_student_frame(text: str) -> list[list]:
     ``text`` is the worker's Python stacks (``faulthandler``, most recent call first), written
     just before its time ran out. The outermost student frame is the function the request ran
     (or the module it imported), the same on every run, so counting it is deterministic.
+
+    The dump is written from inside the student's process, so only what could be a real frame
+    of the package counts: one of its module files, a line number, an identifier.
     """
-    frames = re.findall(rf'File "[^"]*/{PACKAGE}/(\w+\.py)", line (\d+) in (\S+)', text)
+    pattern = rf'File "[^"\n]*/{PACKAGE}/(\w{{1,64}})\.py", line (\d{{1,6}}) in (\S{{1,100}})\n'
+    frames = [
+        (f"{module}.py", function, int(line))
+        for module, line, function in re.findall(pattern, text)
+        if module in MODULES and _FUNCTION.fullmatch(function)
+    ]
     if not frames:
         return []
-    file, line, function = frames[-1]
-    return [[file, function, int(line)]]
+    file, function, line = frames[-1]
+    return [[file, function, line]]
 
 
 def disarm(hung: list[list], package_dir: Path, seconds: float) -> None:

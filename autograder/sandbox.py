@@ -52,7 +52,10 @@ REPO = Path(__file__).resolve().parent.parent
 #: bubblewrap boundary (its view never has them). The bug zoo quotes the reference.
 SECRET_DIRS = ("solutions", "tests", ".git", "examples", "autograder/zoo")
 _GEN_SHIFT = 40  # grading-side handle id: worker generation << _GEN_SHIFT | worker's id
+#: Most distinct functions kept disarmed (their names travel in every spawn request).
+MAX_DISARMED = 32
 _uids = itertools.count()
+_templates = itertools.count()
 
 
 @dataclass
@@ -70,6 +73,8 @@ class Limits:
     threads: int = 1  # torch intra-op threads
     #: Bytes of all replies of one submission together (the suite needs a few MB).
     reply_bytes: int = 1 << 30
+    tmp_bytes: int = 256 << 20  # a worker's private /tmp
+    shm_bytes: int = 64 << 20  # a worker's private /dev/shm
     #: More paths to hide (inputs, outputs); used only without the bubblewrap boundary.
     hidden: list[str] = field(default_factory=list)
 
@@ -105,7 +110,10 @@ class IsolatedSubmission(Submission):
         self._deadline = time.monotonic() + self.limits.submission_timeout
         self._reply_bytes = 0
         self._refused: dict[str, tuple[str, str]] = {}  # label -> (error type, message)
-        self._hangs: Counter[tuple[str, str, int]] = Counter()  # (file, function, line)
+        self._hangs: Counter[tuple[str, str]] = Counter()  # (file, function) -> hangs
+        self._hung_at: dict[
+            tuple[str, str], int
+        ] = {}  # a line inside each, to find it by
         self._violations: list[tuple[str, int, str]] = []
         self._closed = False
 
@@ -139,19 +147,20 @@ class IsolatedSubmission(Submission):
             "kwargs": self._inward(kwargs),
         }
         self._seq += 1
-        if self._sock is None:
-            self._start()
-        timeout = min(self.limits.call_timeout, remaining)
         try:
-            wire.send(self._sock, request)
+            wire.encode(request)
         except wire.WireError as exc:  # the test's own arguments
             raise TypeError(
                 f"the arguments of {label} are not plain data: {exc}"
             ) from None
-        except OSError:
-            pass  # the worker is gone; _receive says how
+        timeout = min(self.limits.call_timeout, remaining)
         try:
-            reply = self._receive(time.monotonic() + timeout)
+            if self._sock is None:
+                self._start(time.monotonic() + timeout)
+            # Timed from here: a template that is still importing torch costs the student nothing.
+            deadline = time.monotonic() + timeout
+            self._send_by(request, deadline)
+            reply = self._receive(deadline)
         except TimeoutError:
             stacks = "" if timeout < self.limits.call_timeout else self._read_stacks()
             self._stop()
@@ -162,8 +171,9 @@ class IsolatedSubmission(Submission):
                 )
             else:
                 message = f"{label} took longer than {self.limits.call_timeout:g} s"
-                for frame in hangs.outermost_student_frame(stacks):
-                    self._hangs[tuple(frame)] += 1
+                for file, function, line in hangs.outermost_student_frame(stacks):
+                    self._hangs[file, function] += 1
+                    self._hung_at.setdefault((file, function), line)
             raise _error("TimeoutError", message) from None
         except _WorkerEnded as ended:
             self._stop()
@@ -195,7 +205,23 @@ class IsolatedSubmission(Submission):
             self.close()
 
     # The worker --------------------------------------------------------------------------------
-    def _start(self) -> None:
+    def _send_by(self, message, deadline: float) -> None:
+        """Send ``message`` to the worker; a worker that stops reading cannot hold us past
+        ``deadline`` (``TimeoutError``). A worker that is gone is found by ``_receive``."""
+        self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        try:
+            wire.send(self._sock, message)
+        except TimeoutError:
+            raise
+        except OSError:
+            pass
+        finally:
+            if self._sock is not None:
+                self._sock.settimeout(None)
+
+    def _start(self, deadline: float) -> None:
+        """A fresh worker holding the submission's files, ready by ``deadline``."""
+        started = time.monotonic()
         ours, theirs = socket.socketpair()
         stacks_ours, stacks_theirs = socket.socketpair()
         config = {
@@ -206,20 +232,25 @@ class IsolatedSubmission(Submission):
             else _hidden_paths(self.limits.hidden),
             "uid": _next_uid(),
             "disarmed": [
-                list(frame)
-                for frame, count in sorted(self._hangs.items())
+                [*key, self._hung_at[key]]
+                for key, count in sorted(self._hangs.items())
                 if count >= hangs.DISARM_AFTER
-            ],
+            ][:MAX_DISARMED],
         }
-        self._pid, self._worker_root = _template().spawn(
-            [theirs, stacks_theirs], config
-        )
+        self._pid = _spawn([theirs, stacks_theirs], config)
+        deadline += (
+            time.monotonic() - started
+        )  # waiting for the template is not the worker's
         theirs.close()
         stacks_theirs.close()
         stacks_ours.setblocking(False)
         self._sock, self._stacks = ours, stacks_ours
         self._generation += 1
-        wire.send(self._sock, self._files)
+        self._send_by(self._files, deadline)
+        hello = self._receive(deadline, hello=True)
+        if type(hello) is not dict or type(hello.get("root")) is not str:
+            raise wire.WireError("the worker did not say where it works")
+        self._worker_root = hello["root"]
 
     def _stop(self) -> None:
         """Kill the worker (the template removes what it left)."""
@@ -256,11 +287,14 @@ class IsolatedSubmission(Submission):
             wait = 0.2
         return b"".join(chunks).decode("utf-8", "replace")
 
-    def _receive(self, deadline: float):
-        """The reply to the last request, complete by ``deadline``; ``_WorkerEnded`` when the
-        worker ended first, ``TimeoutError`` when the deadline passed."""
+    def _receive(self, deadline: float, hello: bool = False):
+        """The reply to the last request (or the new worker's hello), complete by
+        ``deadline``; ``_WorkerEnded`` when the worker ended first, ``TimeoutError`` when the
+        deadline passed."""
         template_client = _template()
         while True:
+            if template_client.dead:
+                raise _WorkerEnded("was lost with the sandbox's template process")
             status = template_client.status_of(self._pid)
             if status is not None:
                 raise _WorkerEnded(_describe_status(status))
@@ -285,6 +319,8 @@ class IsolatedSubmission(Submission):
                     raise _WorkerEnded(
                         _describe_status(template_client.wait(self._pid, 5.0))
                     ) from None
+                if hello:
+                    return reply
                 self._reply_bytes += _reply_size(reply)
                 if not _valid_reply(reply, self._seq):
                     raise wire.WireError("reply out of sequence")
@@ -451,7 +487,9 @@ class _TemplateClient:
         )
         argv, engine = boundary.command(code)
         argv[-1] = argv[-1].format(engine=engine)
-        self.groups = boundary.ControlGroups(f"autograder-{os.getpid()}")
+        self.groups = boundary.ControlGroups(
+            f"autograder-{os.getpid()}-{next(_templates)}"
+        )
         self.process = subprocess.Popen(
             argv,
             pass_fds=[theirs.fileno()],
@@ -463,23 +501,32 @@ class _TemplateClient:
         atexit.register(self.close)
         theirs.close()
         self.sock = ours
+        self.dead = False
         self._ended: dict[int, int] = {}  # pid -> wait status
 
     def close(self) -> None:
         """End the template (and with it every worker) and remove its control groups."""
+        self.dead = True
         self.sock.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        try:
             self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         self.groups.remove()
 
-    def spawn(self, socks: list[socket.socket], config: dict) -> tuple[int, str]:
+    def spawn(self, socks: list[socket.socket], config: dict) -> int:
         """Fork a worker that serves ``socks[0]`` and dumps stacks into ``socks[1]``."""
         message = json.dumps({"spawn": config}).encode()
         socket.send_fds(self.sock, [message], [s.fileno() for s in socks])
         while True:
             reply = self._read()
+            if "refused" in reply:
+                raise RuntimeError(
+                    f"the sandbox's template refused: {reply['refused']}"
+                )
             if "spawned" in reply:
-                return reply["spawned"], reply["root"]
+                return reply["spawned"]
 
     def kill(self, pid: int) -> None:
         with contextlib.suppress(OSError):
@@ -504,8 +551,9 @@ class _TemplateClient:
         self._ended.pop(pid, None)
 
     def _read(self) -> dict:
-        data = self.sock.recv(65536)
+        data = b"" if self.dead else self.sock.recv(65536)
         if not data:
+            self.dead = True
             raise RuntimeError("the sandbox's template process ended unexpectedly")
         message = json.loads(data)
         if "ended" in message:
@@ -519,9 +567,21 @@ _TEMPLATE: _TemplateClient | None = None
 
 def _template() -> _TemplateClient:
     global _TEMPLATE
-    if _TEMPLATE is None or _TEMPLATE.process.poll() is not None:
+    if _TEMPLATE is None or _TEMPLATE.dead or _TEMPLATE.process.poll() is not None:
+        if _TEMPLATE is not None:
+            _TEMPLATE.close()
         _TEMPLATE = _TemplateClient()
     return _TEMPLATE
+
+
+def _spawn(socks: list[socket.socket], config: dict) -> int:
+    """A worker from the template; a template that died is replaced once, so whatever ended
+    it never costs the submissions graded after."""
+    try:
+        return _template().spawn(socks, config)
+    except (RuntimeError, OSError):
+        _template().close()
+        return _template().spawn(socks, config)
 
 
 def start_template() -> None:

@@ -6,13 +6,14 @@ grading process (started by ``autograder.sandbox`` inside the bubblewrap boundar
 thread pool can hang) and never touches CUDA; it forks one worker per submission (and a fresh one
 after a worker died) and reports when a worker ends.
 
-Each worker, still privileged, receives the submission's files over its socket and writes them
-into a fresh folder the template made (root-owned, nobody else can write there), then confines
-itself (``autograder.confine``: its own session, output to ``/dev/null``, a clean environment, a
-fresh uid chosen by the grading side, resource limits) before any student code runs. Root never
-opens, changes or removes a path a worker could have written: what a worker leaves in ``/tmp``
-or ``/dev/shm`` is removed by a process running as that worker's uid, which is also how its
-processes are killed.
+Each worker, still privileged, first takes mount and IPC namespaces of its own with fresh,
+size-capped ``/tmp`` and ``/dev/shm`` (nothing a student leaves there, files or shared memory,
+outlives the worker or reaches the next one), makes its folder there and writes the
+submission's files into it (they arrive over its socket), then confines itself
+(``autograder.confine``: its own session, output to ``/dev/null``, a clean environment, a fresh
+uid chosen by the grading side with no capabilities, resource limits) before any student code
+runs. Root never opens, changes or removes a path a worker could have written; a worker's
+processes are killed by a process running as its uid.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import contextlib
 import faulthandler
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -36,10 +38,16 @@ from autograder import confine, hangs, wire
 from autograder.protocol import PACKAGE, ErrorInfo
 
 UNCONFINED, BROKEN = 70, 71  # a worker's own exit statuses
-#: Writable folders where a worker may leave files behind (removed as its uid after it ends).
+#: Writable folders a worker without namespaces of its own shares with the others.
 SCRATCH = ("/tmp", "/dev/shm")
-#: The largest source file the grading side sends (intake refuses bigger ones anyway).
+#: A worker's folder when it has a private ``/tmp`` (the same path every time: feedback that
+#: quotes it stays identical from run to run).
+PRIVATE_ROOT = Path("/tmp/submission")
+#: The largest source files message the grading side sends (intake refuses bigger files).
 MAX_FILES_MESSAGE = 16 << 20
+#: The largest control message from the grading side (a spawn request is a few hundred bytes).
+MAX_CONTROL = 1 << 16
+_MODULE_FILE = re.compile(r"\w{1,64}\.py")
 
 
 def template_main(fd: int) -> None:
@@ -52,17 +60,12 @@ def template_main(fd: int) -> None:
     sys.dont_write_bytecode = True  # never write next to the submission's files
     tripwire.install()
     confine.set_subreaper()  # orphans of workers come here to be reaped and killed
-    home = Path(tempfile.mkdtemp(prefix="autograder-template-"))
-    os.chmod(
-        home, 0o711
-    )  # workers may enter their own folder, never list or write here
     ctl = socket.socket(fileno=fd)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    workers: dict[int, tuple[int | None, Path]] = {}  # pid -> (its uid, its folder)
-    spawned = 0
+    workers: dict[int, int | None] = {}  # pid -> its uid (None: the template's own)
     while True:
         readable, _, _ = select.select([ctl, wake_r], [], [])
         if wake_r in readable:
@@ -71,26 +74,32 @@ def template_main(fd: int) -> None:
         if ctl not in readable:
             continue
         try:
-            data, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 2)
+            data, fds, flags, _ = socket.recv_fds(ctl, MAX_CONTROL, 2)
         except OSError:
-            data, fds = b"", []
+            data, fds, flags = b"", [], 0
         if not data:
-            for pid, (uid, folder) in workers.items():
+            for pid, uid in workers.items():
                 _end(pid, uid)
-                shutil.rmtree(folder, ignore_errors=True)
+                _remove_shared_folder(pid, uid)
             _kill_orphans({})
-            shutil.rmtree(home, ignore_errors=True)
             os._exit(0)
-        message = json.loads(data)
+        try:
+            message = json.loads(data)
+            if flags & socket.MSG_TRUNC or (
+                "spawn" in message
+                and (len(fds) != 2 or type(message["spawn"]) is not dict)
+            ):
+                raise ValueError("malformed control message")
+        except ValueError as exc:
+            for extra in fds:
+                os.close(extra)
+            ctl.send(json.dumps({"refused": str(exc)}).encode())
+            continue
         if "kill" in message:
-            pid = message["kill"]
-            if pid in workers:
-                _end(pid, workers[pid][0])
+            if message["kill"] in workers:
+                _end(message["kill"], workers[message["kill"]])
             continue
         config = message["spawn"]
-        spawned += 1
-        folder = home / str(spawned)
-        folder.mkdir(mode=0o755)
         pid = os.fork()
         if pid == 0:
             signal.set_wakeup_fd(-1)
@@ -98,17 +107,16 @@ def template_main(fd: int) -> None:
             for extra in (ctl.fileno(), wake_r, wake_w):
                 os.close(extra)
             try:
-                _worker_main(socket.socket(fileno=fds[0]), fds[1], folder, config)
+                _worker_main(socket.socket(fileno=fds[0]), fds[1], config)
             finally:
                 os._exit(0)
         for extra in fds:
             os.close(extra)
-        uid = config["uid"] if os.geteuid() == 0 else None
-        workers[pid] = (uid, folder)
-        ctl.send(json.dumps({"spawned": pid, "root": str(folder)}).encode())
+        workers[pid] = config.get("uid") if os.geteuid() == 0 else None
+        ctl.send(json.dumps({"spawned": pid}).encode())
 
 
-def _reap(ctl: socket.socket, workers: dict[int, tuple[int | None, Path]]) -> None:
+def _reap(ctl: socket.socket, workers: dict[int, int | None]) -> None:
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -117,15 +125,30 @@ def _reap(ctl: socket.socket, workers: dict[int, tuple[int | None, Path]]) -> No
         if pid == 0:
             return
         if pid in workers:
-            uid, folder = workers.pop(pid)
+            uid = workers.pop(pid)
             _end(pid, uid)
             _kill_orphans(workers)
             _clear_scratch(uid)
-            shutil.rmtree(
-                folder, ignore_errors=True
-            )  # root's own files in root's folder
+            _remove_shared_folder(pid, uid)
             with contextlib.suppress(OSError):
                 ctl.send(json.dumps({"ended": [pid, status]}).encode())
+
+
+def shared_folder(pid: int) -> Path:
+    """A worker's folder where it has no private ``/tmp`` (no root): the template removes it."""
+    return Path(tempfile.gettempdir()) / f"autograder-worker-{pid}"
+
+
+def _remove_shared_folder(pid: int, uid: int | None) -> None:
+    """Remove a worker's folder in the shared ``/tmp``: the template's own (a worker with a uid
+    of its own could not write in it), never through a link."""
+    folder = shared_folder(pid)
+    with contextlib.suppress(OSError):
+        if (
+            stat.S_ISDIR(folder.lstat().st_mode)
+            and folder.lstat().st_uid == os.geteuid()
+        ):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _end(pid: int, uid: int | None) -> None:
@@ -195,14 +218,19 @@ def _as_user(uid: int, action) -> None:
 # The worker ------------------------------------------------------------------------------------
 
 
-def _worker_main(sock: socket.socket, stacks_fd: int, root: Path, config: dict) -> None:
-    """Take the submission's files, confine this process, then serve requests."""
+def _worker_main(sock: socket.socket, stacks_fd: int, config: dict) -> None:
+    """Take namespaces and the submission's files, confine this process, then serve requests."""
     from autograder.sandbox import Limits
 
     try:
         limits = Limits(**config["limits"])
         device = torch.device(config["device"])
+        private = os.geteuid() == 0 and confine.private_scratch(
+            limits.tmp_bytes, limits.shm_bytes
+        )
+        root = PRIVATE_ROOT if private else shared_folder(os.getpid())
         _write_files(sock, root)
+        wire.send(sock, {"root": str(root)})
         confine.detach()
         confine.clean_environment(root)
         torch.set_num_threads(limits.threads)
@@ -232,18 +260,19 @@ def _worker_main(sock: socket.socket, stacks_fd: int, root: Path, config: dict) 
 
 
 def _write_files(sock: socket.socket, root: Path) -> None:
-    """The first message: ``{file name: source}`` of the package, written by root into the
-    fresh folder the template made for this worker (read-only for the student)."""
+    """The first message: ``{file name: source}`` of the package, written by root into a
+    fresh folder (read-only for the student)."""
     files = wire.recv(sock, torch.device("cpu"), limit=MAX_FILES_MESSAGE)
+    root.mkdir(mode=0o755)
     package = root / PACKAGE
     package.mkdir(mode=0o755)
     for name, text in files.items():
-        if "/" in name or not name.endswith(".py"):
-            raise ValueError(f"not a module file name: {name!r}")
-        fd = os.open(
-            package / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644
-        )
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        if type(text) is not str or not _MODULE_FILE.fullmatch(name):
+            raise ValueError(f"not a module file: {name!r}")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        with os.fdopen(
+            os.open(package / name, flags, 0o644), "w", encoding="utf-8"
+        ) as f:
             f.write(text)
         os.chmod(package / name, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
 

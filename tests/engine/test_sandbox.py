@@ -195,10 +195,9 @@ def test_the_boundary_shows_only_python_and_the_engine(tmp_path):
         engine = hw.call("masks.listing", f"{boundary.ENGINE_MOUNT}/autograder")
         assert "sandbox.py" in engine
         assert hw.call("masks.listing", f"{boundary.ENGINE_MOUNT}/autograder/zoo") == []
-        scratch = hw.call(
-            "masks.listing", "/tmp"
-        )  # private: only the template's own folder
-        assert all(name.startswith("autograder-template-") for name in scratch)
+        assert hw.call("masks.listing", "/tmp") == [
+            "submission"
+        ]  # private to the worker
         with expect_student_error(FileNotFoundError):
             hw.call("masks.listing", str(REPO / "solutions"))
 
@@ -233,3 +232,62 @@ def test_grading_works_as_an_unprivileged_user(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "protections in force" in done.stdout
     assert (out / "gradebook.csv").read_text().count("\n") == 2
+
+
+SCRATCH = """
+import ctypes
+import os
+
+
+def leave_behind():
+    with open("/tmp/left-behind", "w") as f:
+        f.write("for the next student")
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.shmget(0x5EED, 1 << 20, 0o1666)  # IPC_CREAT | 0666: outlives a process
+
+
+def find_leftovers():
+    libc = ctypes.CDLL(None, use_errno=True)
+    return [os.path.exists("/tmp/left-behind"), libc.shmget(0x5EED, 0, 0o666) != -1]
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="private namespaces need the grader as root"
+)
+def test_what_a_worker_leaves_in_tmp_or_shared_memory_is_gone_for_the_next(tmp_path):
+    code = SCRATCH + "\n\ndef crash():\n    os._exit(1)\n"
+    with IsolatedSubmission(submission(tmp_path, masks=code)) as hw:
+        assert hw.call("masks.leave_behind") >= 0
+        assert hw.call("masks.find_leftovers") == [True, True]
+        with pytest.raises(StudentError):
+            hw.call("masks.crash")  # the next request gets a fresh worker
+        assert hw.call("masks.find_leftovers") == [False, False]
+
+
+def test_a_forged_stack_dump_counts_no_hang():
+    real = (
+        "Thread 0x1 (most recent call first):\n"
+        '  File "/tmp/submission/transformer_hw/attention.py", line 12 in softmax\n'
+        '  File "/opt/autograder-engine/autograder/executor.py", line 70 in _dispatch\n'
+    )
+    assert hangs.outermost_student_frame(real) == [["attention.py", "softmax", 12]]
+    forged = [
+        '  File "/x/transformer_hw/attention.py", line 1 in ' + "A" * 65000 + "\n",
+        '  File "/x/transformer_hw/notes.py", line 1 in softmax\n',
+        '  File "/x/transformer_hw/attention.py", line 1 in soft max\n',
+    ]
+    for text in forged:
+        assert hangs.outermost_student_frame(text) == []
+
+
+def test_a_template_that_died_is_replaced_without_cost_to_the_next_submission(tmp_path):
+    from autograder import sandbox
+
+    with IsolatedSubmission(submission(tmp_path)) as hw:
+        assert hw.call("masks.causal_mask", 2).shape == (2, 2)
+    template = sandbox._template()
+    template.process.kill()  # whatever ended it, a submission or the machine
+    template.process.wait()
+    with IsolatedSubmission(submission(tmp_path / "next")) as hw:
+        assert hw.call("masks.causal_mask", 2).shape == (2, 2)
