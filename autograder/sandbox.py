@@ -190,7 +190,12 @@ class IsolatedSubmission(Submission):
                 "ProcessExit",
                 f"the submission's process broke the protocol during {label} ({exc})",
             ) from None
-        self._violations = [tuple(v) for v in reply["v"]]
+        # Each worker reports all it saw; a fresh worker starts from none: keep every record.
+        self._violations += [
+            record
+            for record in map(tuple, reply["v"])
+            if record not in self._violations
+        ]
         if "error" in reply:
             raise StudentError(self._scrub(reply["error"]))
         return self._outward(reply["ok"])
