@@ -62,7 +62,7 @@ def bwrap_path() -> str | None:
 def command(code: str) -> tuple[list[str], str]:
     """The command line that runs ``python -c code`` in the boundary (or, without bubblewrap,
     on the host), and the folder the engine is imported from there."""
-    python = [sys.executable, "-I", "-c", code]
+    python = [os.path.abspath(sys.executable), "-I", "-c", code]
     bwrap = bwrap_path()
     if bwrap is None:
         return python, str(ENGINE.parent)
@@ -97,10 +97,10 @@ def arguments() -> list[str]:
         args += ["--perms", "0755", "--dir", parent]
     for source, dest in binds:
         args += ["--ro-bind", source, dest]
-    args += [
-        "--tmpfs",
-        f"{ENGINE_MOUNT}/autograder/zoo",
-    ]  # the zoo quotes the reference
+    if (
+        ENGINE / "zoo"
+    ).is_dir():  # the zoo quotes the reference (no zoo in a Gradescope zip)
+        args += ["--tmpfs", f"{ENGINE_MOUNT}/autograder/zoo"]
     args += ["--chdir", "/"]
     return args
 

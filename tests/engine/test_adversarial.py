@@ -48,7 +48,8 @@ NEEDS_ROOT = {"search_disk", "rewrite_tests", "background_process", "read_outsid
 CANARY = Path("/var/tmp/autograder-canary-root")
 SECRET_IN_VIEW = Path(sys.prefix) / "autograder-canary-0600"
 PORTS = range(47300, 47310)
-ABSTRACT_SOCKET = "\0autograder-engine-test"
+#: Abstract unix socket names (one free one is taken: test runs may overlap on a machine).
+ABSTRACT_SOCKETS = [f"\0autograder-engine-test-{n}" for n in range(10)]
 
 
 def leftover_processes() -> list[int]:
@@ -83,8 +84,7 @@ class Listener:
 
     def __init__(self):
         self.reached: list[bytes] = []
-        self.sockets = [self._tcp(), socket.socket(socket.AF_UNIX)]
-        self.sockets[1].bind(ABSTRACT_SOCKET)
+        self.sockets = [self._tcp(), self._abstract()]
         for sock in self.sockets:
             sock.listen()
             sock.settimeout(0.2)
@@ -98,6 +98,15 @@ class Listener:
                 return sock
             sock.close()
         raise RuntimeError(f"no free port in {PORTS}")
+
+    def _abstract(self) -> socket.socket:
+        for name in ABSTRACT_SOCKETS:
+            sock = socket.socket(socket.AF_UNIX)
+            with contextlib.suppress(OSError):
+                sock.bind(name)
+                return sock
+            sock.close()
+        raise RuntimeError("no free abstract socket name")
 
     def _serve(self, sock):
         while sock.fileno() >= 0:
