@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.internal.conjecture import providers
 
 from autograder.forbidden import RULES, Violation, by_part, scan_package
-from autograder.points import PARTS, part_of_file
+from autograder.points import PARTS, check_uses, part_of_file
 from autograder.protocol import PACKAGE, InProcessSubmission, StudentError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -81,6 +81,10 @@ def pytest_configure(config):
     )
     config.addinivalue_line("markers", "public: a graded test students see and run")
     config.addinivalue_line("markers", "hidden: a graded test only the grader runs")
+    config.addinivalue_line(
+        "markers",
+        "uses(k, ...): later parts whose code a graded test also runs (autograder.points)",
+    )
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
 
@@ -99,6 +103,9 @@ def grading_marks(item) -> tuple[int, int, str] | None:
         raise pytest.UsageError(
             f"{item.nodeid}: part {part.args[0]} is not in autograder.points.PARTS"
         )
+    uses = item.get_closest_marker("uses")
+    if uses is not None and (wrong := check_uses(part.args[0], uses.args)):
+        raise pytest.UsageError(f"{item.nodeid}: {wrong}")
     return points.args[0], part.args[0], visibility[0]
 
 
