@@ -289,7 +289,9 @@ class _Module:
         key = node.slice.value if isinstance(node.slice, ast.Constant) else None
         inner = node.value
         if _is_sys_modules(inner, self):
-            return {("lib", key)} if isinstance(key, str) else self._hidden(node)
+            if isinstance(key, str) and key.split(".")[0] not in TAMPER_MODULES:
+                return {("lib", key)}
+            return self._hidden(node)
         namespace = None
         if isinstance(inner, ast.Attribute) and inner.attr == "__dict__":
             namespace = self.resolve(inner.value)
@@ -380,7 +382,10 @@ class _Module:
             elif isinstance(node, ast.Call):
                 self._judge_call(add, node, forbidden)
             elif isinstance(node, ast.Subscript):
-                if _is_sys_modules(node.value, self) and _const_str(node.slice) is None:
+                if _is_sys_modules(node.value, self) and (
+                    (_const_str(node.slice) or "?").split(".")[0]
+                    in TAMPER_MODULES | {"?"}
+                ):
                     add(node, _snippet(node), evasion=True)
                 elif _const_str(node.slice) in forbidden and any(
                     kind == "lib" and where.split(".")[-1] in forbidden

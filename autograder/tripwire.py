@@ -95,7 +95,7 @@ def _make_watch(record_to: list):
                 return  # inside another watched call: that call is charged, not this one
             names = files.get(code.co_filename)
             if names is not None and name in names:
-                key = (basename(code.co_filename), frame.f_lineno, call)
+                key = (basename(code.co_filename), frame.f_lineno or 0, call)
                 if key not in seen:
                     seen.add(key)
                     record_to.append(key)
