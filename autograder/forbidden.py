@@ -155,9 +155,9 @@ class _Module:
                 for a in node.names:
                     if a.asname:
                         self._bind(a.asname, self._module_value(a.name))
-                    else:
+                    else:  # import torch.nn.functional binds torch
                         top = a.name.split(".")[0]
-                        self._bind(a.name.split(".")[0], self._module_value(top))
+                        self._bind(top, self._module_value(top))
             elif isinstance(node, ast.ImportFrom):
                 for a in node.names:
                     if a.name != "*":
