@@ -173,9 +173,8 @@ class ForbiddenGate:
     def __init__(self, hw):
         self.hw = hw
         self.static = scan_package(hw.root / PACKAGE)
-        self.runtime: dict[
-            tuple[str, int, str], Violation
-        ] = {}  # all ever seen, never forgotten
+        # Every call seen at run time, kept even if the student's process forgets it.
+        self.runtime: dict[tuple[str, int, str], Violation] = {}
         self.tampered: str | None = None
         self.passed: set[str] = set()  # graded tests that passed so far
         self.probe_line = random.SystemRandom().randrange(10**6, 2 * 10**6)
