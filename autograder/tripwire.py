@@ -13,7 +13,8 @@ Tampering, best effort: the wrappers' globals are an empty namespace and they ke
 ``__wrapped__``, so neither leads back to the originals or to the watch; the watch's state lives
 in closures only. Inside the student's process nothing is truly out of reach, so the grader also
 sends a probe (``probe``): forbidden calls made as if from student files, which must come back as
-violations; a worker whose watch was switched off or rerouted fails it.
+violations, and a check that every wrapper is still in place; a worker whose watch was switched
+off, rerouted or unwrapped fails it.
 """
 
 from __future__ import annotations
@@ -106,6 +107,10 @@ def _make_watch(record_to: list):
         f(None, "", "", charge).__code__ for f in (wrap_function, wrap_init)
     )
 
+    installed: list[
+        tuple[object, str, object, str]
+    ] = []  # (owner, attribute, wrapper, call)
+
     def install() -> None:
         names = frozenset().union(*RULES.values())
         wrapped: set[int] = set()  # classes done and wrappers made: never wrap twice
@@ -117,15 +122,16 @@ def _make_watch(record_to: list):
                 call = f"{label}.{name}"
                 if isinstance(original, type):
                     init = original.__init__
-                    original.__init__ = _disguise(
-                        wrap_init(init, call, name, charge), init
-                    )
+                    wrapper = _disguise(wrap_init(init, call, name, charge), init)
+                    original.__init__ = wrapper
+                    installed.append((original, "__init__", wrapper, call))
                     wrapped.add(id(original))
                 elif callable(original):
                     wrapper = _disguise(
                         wrap_function(original, call, name, charge), original
                     )
                     setattr(space, name, wrapper)
+                    installed.append((space, name, wrapper, call))
                     wrapped.add(id(wrapper))
 
     def watch(package_dir: str) -> None:
@@ -133,7 +139,12 @@ def _make_watch(record_to: list):
         for filename, names in RULES.items():
             files[os.path.join(package_dir, filename)] = names
 
-    return install, watch
+    def replaced() -> list[str]:
+        return [
+            call for owner, attr, w, call in installed if getattr(owner, attr) is not w
+        ]
+
+    return install, watch, replaced
 
 
 def _disguise(wrapper, original):
@@ -143,7 +154,7 @@ def _disguise(wrapper, original):
     return wrapper
 
 
-_install, _watch = _make_watch(found)
+_install, _watch, _replaced = _make_watch(found)
 
 
 def install() -> None:
@@ -156,8 +167,9 @@ def watch(package_dir: str) -> None:
     _watch(package_dir)
 
 
-def probe(package_dir: str, line: int) -> None:
-    """Make ``PROBE_CALLS`` as if from line ``line`` of the watched student files.
+def probe(package_dir: str, line: int) -> list[str]:
+    """Make ``PROBE_CALLS`` as if from line ``line`` of the watched student files; return the
+    forbidden names whose wrapper was replaced (an original put back, say).
 
     The student modules are imported first, so whatever they do on import has happened. Each
     call must come back among the violations; the grader checks that they do.
@@ -172,13 +184,18 @@ def probe(package_dir: str, line: int) -> None:
         path = os.path.join(package_dir, filename)
         compiled = compile(source, path, "exec")
         exec(compiled, {"torch": torch, "t": torch.zeros(1)})  # noqa: S102 - PROBE_CALLS
+    return _replaced()
 
 
-def probe_failures(line: int, seen) -> list[str]:
-    """The probe's calls missing from ``seen`` (violations as ``(file, line, call)``)."""
+def probe_failures(line: int, answer, seen) -> list[str]:
+    """What the probe found wrong: its calls missing from ``seen`` (violations as ``(file,
+    line, call)``) and the replaced names in its ``answer``."""
     got = {(f, n, c.split(" ")[0]) for f, n, c in seen}
-    return [
-        f"{call} from {file}"
+    missing = [
+        f"{call} from {file} went unrecorded"
         for file, call, _ in PROBE_CALLS
         if (file, line, call) not in got
     ]
+    if not (isinstance(answer, list) and all(isinstance(a, str) for a in answer)):
+        return [*missing, "the probe's answer was not a list of names"]
+    return missing + [f"{call} was replaced" for call in answer]

@@ -220,19 +220,19 @@ class ForbiddenGate:
         from autograder import tripwire  # the grader's side only (not in a handout)
 
         try:
-            self.hw.request("probe", None, None, self.probe_line)
+            answer = self.hw.request("probe", None, None, self.probe_line)
         except StudentError as exc:
             if exc.is_a(TimeoutError) or exc.type_name == "ProcessExit":
                 return  # out of time, or a module that ends the process: no verdict
             missing = [f"the probe raised {exc.type_name}"]
         else:
             seen = [(v.file, v.line, v.call) for v in self.hw.runtime_violations()]
-            missing = tripwire.probe_failures(self.probe_line, seen)
+            missing = tripwire.probe_failures(self.probe_line, answer, seen)
         if missing:
             self.tampered = (
                 "the grader's watch for forbidden calls was switched off or rerouted in your "
-                f"code's process ({', '.join(missing)} went unrecorded), so no part with "
-                "forbidden calls can be verified"
+                f"code's process ({'; '.join(missing)}), so no part with forbidden calls can "
+                "be verified"
             )
 
 
