@@ -34,9 +34,8 @@ class TestResult:
     hidden: bool
     passed: bool
     message: str  # why it failed, for the student; empty when it passed
-    uses: tuple[
-        int, ...
-    ] = ()  # other parts the test needs beyond its part's (uses marker)
+    # Other parts the test needs beyond its own part's (its uses marker).
+    uses: tuple[int, ...] = ()
 
 
 class Collector:
