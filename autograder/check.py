@@ -34,6 +34,8 @@ class TestResult:
     hidden: bool
     passed: bool
     message: str  # why it failed, for the student; empty when it passed
+    # Other parts the test needs beyond its own part's (its uses marker).
+    uses: tuple[int, ...] = ()
 
 
 class Collector:
@@ -73,8 +75,16 @@ class Collector:
         passed = not report.failed and not report.skipped
         message = "" if passed else self._message(call, report, hidden)
         name = item.nodeid.rpartition("::")[2]
+        uses = item.get_closest_marker("uses")
         self.results[item.nodeid] = TestResult(
-            item.nodeid, name, part.args[0], points.args[0], hidden, passed, message
+            item.nodeid,
+            name,
+            part.args[0],
+            points.args[0],
+            hidden,
+            passed,
+            message,
+            tuple(uses.args) if uses else (),
         )
         return report
 

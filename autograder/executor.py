@@ -75,6 +75,10 @@ class Executor:
             torch.manual_seed(seed)
             random.seed(seed)
             return None
+        if op == "probe":  # the forbidden-call watch's self-check (autograder.tripwire)
+            from autograder import tripwire
+
+            return tripwire.probe(str(self.root / PACKAGE), *args)
         obj = self._objects[target.id]
         if op == "method":
             return getattr(obj, name)(*args, **kwargs)

@@ -1,9 +1,15 @@
 """Forbidden library calls (SPEC.md), found statically in a submission's source.
 
-A use is an attribute access or imported name that reaches the library function, whether it is
-called at once or bound to a name first. Names that resolve to the student's own package
-(``attention.softmax(...)``, ``from transformer_hw.attention import softmax``) and attributes of
-``self`` are the student's own code and never count; neither do comments and strings.
+The scan reads every student file and resolves names before it judges them: what each name,
+``self.<attribute>`` and module attribute can be bound to anywhere in the file (aliases, imports
+of another student file, ``self = torch``), what a dynamic import or attribute reaches when its
+target is a constant (``__import__("warnings")``, ``getattr(torch, "softmax")``,
+``sys.modules["torch"]``). A use is an attribute access or imported name that reaches the library
+function, called at once or bound to a name first, here or in another student file. Names that
+resolve only to the student's own package (``attention.softmax(...)``, ``self.softmax``) never
+count, nor do comments and strings. What the scan cannot resolve (a computed attribute name, a
+function's globals or closure cells, code built from strings) is refused as an evasion in the
+files that have a forbidden list; the run-time watch (``autograder.tripwire``) covers the rest.
 """
 
 from __future__ import annotations
@@ -13,13 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.points import part_of_file
-from autograder.protocol import PACKAGE
+from autograder.protocol import MODULES, PACKAGE
 
 SOFTMAX = frozenset(
     {
         "softmax", "_softmax", "Softmax", "Softmax2d", "softmin", "Softmin",
         "log_softmax", "_log_softmax", "LogSoftmax", "logsumexp", "special_softmax",
         "special_log_softmax", "special_logsumexp", "_safe_softmax", "_masked_softmax",
+        "gumbel_softmax", "_sparse_softmax", "_sparse_log_softmax",
+        "AdaptiveLogSoftmaxWithLoss",
     }
 )  # fmt: skip
 ATTENTION = frozenset(
@@ -36,8 +44,11 @@ NORMALIZATION = frozenset(
     {
         "layer_norm", "native_layer_norm", "LayerNorm", "rms_norm", "_fused_rms_norm",
         "RMSNorm", "group_norm", "native_group_norm", "GroupNorm", "batch_norm",
-        "native_batch_norm", "BatchNorm1d", "instance_norm", "InstanceNorm1d",
-        "local_response_norm",
+        "native_batch_norm", "_native_batch_norm_legit", "BatchNorm1d", "BatchNorm2d",
+        "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d",
+        "SyncBatchNorm", "instance_norm", "InstanceNorm1d", "InstanceNorm2d",
+        "InstanceNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d",
+        "local_response_norm", "LocalResponseNorm", "CrossMapLRN2d",
     }
 )  # fmt: skip
 
@@ -51,6 +62,15 @@ RULES: dict[str, frozenset[str]] = {
     "block.py": NORMALIZATION | SOFTMAX | ATTENTION,
     "charlm.py": NORMALIZATION | ATTENTION,
 }
+
+#: Modules whose only use here is to reach around the rules: the grader itself, and tools that
+#: read any object or frame of the process.
+TAMPER_MODULES = frozenset({"autograder", "tests", "ctypes", "gc", "inspect"})
+#: Attributes that open a function or a namespace: its globals, closure cells, code, original.
+TAMPER_ATTRIBUTES = frozenset(
+    {"__globals__", "__closure__", "cell_contents", "__code__", "__wrapped__",
+     "__builtins__", "__dict__"}
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -77,86 +97,6 @@ class Violation:
         )
 
 
-def scan_source(filename: str, source: str) -> list[Violation]:
-    """Violations in one file's source (a file that does not parse has none to report)."""
-    forbidden = RULES.get(filename)
-    if not forbidden:
-        return []
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []
-    own_names = _own_package_names(tree)
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in forbidden:
-            root = node.value
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            if isinstance(root, ast.Name) and (
-                root.id in own_names or root.id == "self"
-            ):
-                continue
-            found.append(Violation(filename, node.lineno, ast.unparse(node)))
-        elif isinstance(node, ast.ImportFrom) and not _is_own(node):
-            for alias in node.names:
-                if alias.name in forbidden:
-                    found.append(
-                        Violation(filename, node.lineno, f"{node.module}.{alias.name}")
-                    )
-        elif isinstance(node, ast.Call) and _is_getattr_of_forbidden(node, forbidden):
-            found.append(Violation(filename, node.lineno, ast.unparse(node)))
-        if _is_evasion(node):
-            found.append(Violation(filename, node.lineno, _snippet(node), evasion=True))
-    return sorted(set(found), key=lambda v: (v.line, v.call))
-
-
-#: Ways to reach a library function without naming it: internals that bypass torch's public
-#: names, the wrapped originals, namespaces read as dicts, and code built from strings.
-EVASION_ATTRIBUTES = frozenset(
-    {"_C", "_VariableFunctions", "_VariableFunctionsClass", "__wrapped__", "__dict__",
-     "__getattribute__", "_ops"}
-)  # fmt: skip
-EVASION_BUILTINS = frozenset({"eval", "exec", "compile", "vars", "__import__"})
-EVASION_HELPERS = frozenset({"attrgetter", "methodcaller", "import_module"})
-EVASION_MODULES = frozenset(
-    {"importlib", "autograder", "tests", "ctypes", "gc", "inspect"}
-)
-
-
-def _is_evasion(node: ast.AST) -> bool:
-    if isinstance(node, ast.Attribute):
-        return node.attr in EVASION_ATTRIBUTES or (
-            node.attr == "modules"
-            and isinstance(node.value, ast.Name)
-            and node.value.id == "sys"
-        )
-    if isinstance(node, ast.Call):
-        func = node.func
-        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
-        if name in EVASION_HELPERS or (
-            isinstance(func, ast.Name) and name in EVASION_BUILTINS
-        ):
-            return True
-        # getattr(obj, <computed name>): fine on the student's own object, never on a library's
-        return (
-            name == "getattr"
-            and len(node.args) >= 2
-            and not isinstance(node.args[1], ast.Constant)
-            and not (isinstance(node.args[0], ast.Name) and node.args[0].id == "self")
-        )
-    if isinstance(node, ast.Import):
-        return any(a.name.split(".")[0] in EVASION_MODULES for a in node.names)
-    if isinstance(node, ast.ImportFrom):
-        return node.level == 0 and (node.module or "").split(".")[0] in EVASION_MODULES
-    return False
-
-
-def _snippet(node: ast.AST) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def by_part(violations) -> dict[int, list[str]]:
     """Descriptions of the violations, grouped by the part whose points they cost."""
     grouped: dict[int, list[str]] = {}
@@ -165,41 +105,417 @@ def by_part(violations) -> dict[int, list[str]]:
     return grouped
 
 
+def scan_source(filename: str, source: str) -> list[Violation]:
+    """Violations in one file's source, read on its own (other student files unknown)."""
+    return _Package({filename: source}).violations(filename)
+
+
 def scan_package(package_dir: Path) -> list[Violation]:
-    """Violations in every file of a ``transformer_hw`` directory."""
-    found = []
-    for filename in sorted(RULES):
-        path = Path(package_dir) / filename
+    """Violations in every file of a ``transformer_hw`` directory, read together."""
+    sources = {}
+    for name in MODULES:
+        path = Path(package_dir) / f"{name}.py"
         if path.is_file():
-            found += scan_source(
-                filename, path.read_text(encoding="utf-8", errors="replace")
+            sources[path.name] = path.read_text(encoding="utf-8", errors="replace")
+    package = _Package(sources)
+    return [v for filename in sorted(RULES) for v in package.violations(filename)]
+
+
+# What a name can be bound to ----------------------------------------------------------------
+# ("lib", "torch.nn.functional")  a library object, by its import path
+# ("own", "attention.softmax")    the student's own module, function, class or object
+# ("hidden", "masks.py:3")        reached by a construct the scan cannot resolve
+# ("opaque", "")                  anything else: a tensor, a number, a call's result
+
+OPAQUE = ("opaque", "")
+
+
+class _Module:
+    """One student file: its syntax tree and what each of its names may be bound to."""
+
+    def __init__(self, package: _Package, filename: str, source: str):
+        self.package, self.filename = package, filename
+        try:
+            self.tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            self.tree = ast.Module(body=[], type_ignores=[])
+        self.bindings: dict[str, set[tuple[str, str]]] = {}
+        self.parents = {
+            child: node
+            for node in ast.walk(self.tree)
+            for child in ast.iter_child_nodes(node)
+        }
+
+    # Collecting bindings (all scopes together: a name bound anywhere may be that value) ------
+    def bind_all(self) -> bool:
+        """One round of collection; True when something new was learned."""
+        before = sum(len(v) for v in self.bindings.values())
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        self._bind(a.asname, self._module_value(a.name))
+                    else:  # import torch.nn.functional binds torch
+                        top = a.name.split(".")[0]
+                        self._bind(top, self._module_value(top))
+            elif isinstance(node, ast.ImportFrom):
+                for a in node.names:
+                    if a.name != "*":
+                        self._bind(a.asname or a.name, self._imported(node, a.name))
+            elif isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            ):
+                self._bind(node.name, {("own", self._own(node.name))})
+                if not isinstance(node, ast.ClassDef):
+                    for arg in ast.walk(node.args):
+                        if isinstance(arg, ast.arg):
+                            own = arg.arg in ("self", "cls")
+                            self._bind(arg.arg, {("own", "self")} if own else {OPAQUE})
+            elif isinstance(node, ast.Lambda):
+                for arg in ast.walk(node.args):
+                    if isinstance(arg, ast.arg):
+                        self._bind(arg.arg, {OPAQUE})
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
+                targets = (
+                    node.targets if isinstance(node, ast.Assign) else [node.target]
+                )
+                if node.value is not None:
+                    for target in targets:
+                        self._assign(target, node.value)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                self._assign_opaque(node.target)
+            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+                self._assign_opaque(node.optional_vars)
+            elif isinstance(node, ast.AugAssign):
+                self._assign_opaque(node.target)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                self._bind(node.name, {OPAQUE})
+        return sum(len(v) for v in self.bindings.values()) != before
+
+    def _bind(self, name: str, values) -> None:
+        self.bindings.setdefault(name, set()).update(values)
+
+    def _assign(self, target: ast.AST, value: ast.AST) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(
+                target.elts
+            ):
+                for t, v in zip(target.elts, value.elts):
+                    self._assign(t, v)
+            else:
+                self._assign_opaque(target)
+        elif isinstance(target, ast.Name):
+            self._bind(target.id, self.resolve(value))
+        elif isinstance(target, ast.Attribute) and self._is_self(target.value):
+            self._bind("self." + target.attr, self.resolve(value))
+
+    def _assign_opaque(self, target: ast.AST) -> None:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                self._bind(node.id, {OPAQUE})
+            elif isinstance(node, ast.Attribute) and self._is_self(node.value):
+                self._bind("self." + node.attr, {OPAQUE})
+
+    def _is_self(self, node: ast.AST) -> bool:
+        return isinstance(node, ast.Name) and ("own", "self") in self.bindings.get(
+            node.id, ()
+        )
+
+    def _own(self, name: str) -> str:
+        return f"{self.filename.removesuffix('.py')}.{name}"
+
+    def _module_value(self, dotted: str) -> set[tuple[str, str]]:
+        parts = dotted.split(".")
+        if parts[0] == PACKAGE:
+            return {("own", ".".join(parts[1:]) or PACKAGE)}
+        return {("lib", dotted)}
+
+    def _imported(self, node: ast.ImportFrom, name: str) -> set[tuple[str, str]]:
+        module = node.module or ""
+        if node.level > 0 or module.split(".")[0] == PACKAGE:
+            inner = (
+                module.split(".", 1)[1] if module.startswith(PACKAGE + ".") else module
             )
-    return found
+            if node.level > 0 and not module:
+                return {("own", name)}  # from . import attention
+            return self.package.attribute({("own", inner or PACKAGE)}, name)
+        return {("lib", f"{module}.{name}")}
+
+    # Resolving an expression -----------------------------------------------------------------
+    def resolve(self, node: ast.AST) -> set[tuple[str, str]]:
+        if isinstance(node, ast.Name):
+            if node.id in self.bindings:
+                return self.bindings[node.id]
+            return (
+                {("own", "self")}
+                if node.id in ("self", "cls")
+                else {("builtin", node.id)}
+            )
+        if isinstance(node, ast.Attribute):
+            if node.attr in TAMPER_ATTRIBUTES:
+                return self._tamper_value(node)
+            return self.package.attribute(self.resolve(node.value), node.attr, self)
+        if isinstance(node, ast.Call):
+            return self._call_value(node)
+        if isinstance(node, ast.Subscript):
+            return self._subscript_value(node)
+        if isinstance(node, (ast.IfExp,)):
+            return self.resolve(node.body) | self.resolve(node.orelse)
+        if isinstance(node, ast.BoolOp):
+            return set().union(*(self.resolve(v) for v in node.values))
+        return {OPAQUE}
+
+    def _hidden(self, node: ast.AST) -> set[tuple[str, str]]:
+        return {("hidden", f"{self.filename}:{node.lineno}")}
+
+    def _tamper_value(self, node: ast.Attribute) -> set[tuple[str, str]]:
+        base = self.resolve(node.value)
+        if node.attr == "__globals__" and _all_own(base):
+            return {("globals", v[1]) for v in base}
+        if _all_own(base):
+            return {("own", f"{v[1]}.{node.attr}") for v in base}
+        return self._hidden(node)
+
+    def _call_value(self, node: ast.Call) -> set[tuple[str, str]]:
+        target = self.dynamic_target(node)
+        if target is None:
+            return {OPAQUE}
+        if target == "unresolved":
+            return self._hidden(node)
+        base, name = target
+        return self.package.attribute(base, name, self) if name else base
+
+    def _subscript_value(self, node: ast.Subscript) -> set[tuple[str, str]]:
+        key = node.slice.value if isinstance(node.slice, ast.Constant) else None
+        inner = node.value
+        if _is_sys_modules(inner, self):
+            if isinstance(key, str) and key.split(".")[0] not in TAMPER_MODULES:
+                return {("lib", key)}
+            return self._hidden(node)
+        namespace = None
+        if isinstance(inner, ast.Attribute) and inner.attr == "__dict__":
+            namespace = self.resolve(inner.value)
+        elif _is_builtin_call(inner, "vars", self) and len(inner.args) == 1:
+            namespace = self.resolve(inner.args[0])
+        elif isinstance(inner, ast.Attribute) and inner.attr == "__globals__":
+            base = self.resolve(inner.value)
+            if _all_own(base) and isinstance(key, str):
+                return self.package.attribute(
+                    {("own", v[1].split(".")[0]) for v in base}, key
+                )
+            return self._hidden(node)
+        if namespace is None:
+            return {OPAQUE}
+        if isinstance(key, str):
+            return self.package.attribute(namespace, key, self)
+        return self._hidden(node)
+
+    def dynamic_target(self, node: ast.Call):
+        """What a dynamic lookup reaches: ``(base values, attribute or "")``, ``"unresolved"``,
+        or None when the call is not a dynamic lookup."""
+        func, args = node.func, node.args
+        name = _const_str(args[1]) if len(args) >= 2 else None
+        if _is_builtin_call(node, "getattr", self) and len(args) >= 2:
+            base = self.resolve(args[0])
+            if name is not None:
+                return base, name
+            return None if _all_own(base) else "unresolved"
+        if isinstance(func, ast.Attribute) and func.attr == "__getattribute__" and args:
+            base = self.resolve(func.value)
+            if (attr := _const_str(args[0])) is not None:
+                return base, attr
+            return None if _all_own(base) else "unresolved"
+        module = None
+        if _is_builtin_call(node, "__import__", self) and args:
+            module = _const_str(args[0])
+            if module is not None:
+                fromlist = next(
+                    (k.value for k in node.keywords if k.arg == "fromlist"),
+                    args[3] if len(args) >= 4 else None,
+                )
+                if not fromlist or (
+                    isinstance(fromlist, (ast.List, ast.Tuple)) and not fromlist.elts
+                ):
+                    module = module.split(".")[0]
+        elif self._reaches(func, "importlib.import_module") and args:
+            module = _const_str(args[0])
+        else:
+            return None
+        if module is None or module.split(".")[0] in TAMPER_MODULES:
+            return "unresolved"
+        return self._module_value(module), ""
+
+    def _reaches(self, node: ast.AST, path: str) -> bool:
+        return ("lib", path) in self.resolve(node)
+
+    # Judging ----------------------------------------------------------------------------------
+    def violations(self, forbidden: frozenset[str]) -> list[Violation]:
+        found = []
+
+        def add(node, call, evasion=False):
+            found.append(Violation(self.filename, node.lineno, call, evasion))
+
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Attribute):
+                if node.attr in TAMPER_ATTRIBUTES:
+                    if not self._resolved_namespace(node):
+                        add(node, _snippet(node), evasion=True)
+                elif node.attr in forbidden and not _all_own(self.resolve(node.value)):
+                    add(node, ast.unparse(node))
+                elif _all_own(base := self.resolve(node.value)):
+                    self._judge_own(add, node, base, node.attr, forbidden)
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                own = node.level > 0 or module.split(".")[0] == PACKAGE
+                for a in node.names:
+                    if own:
+                        self._judge_value(
+                            add, node, a.name, self._imported(node, a.name), forbidden
+                        )
+                    elif a.name in forbidden:
+                        add(node, f"{module}.{a.name}")
+                if not own and module.split(".")[0] in TAMPER_MODULES:
+                    add(node, _snippet(node), evasion=True)
+            elif isinstance(node, ast.Import):
+                if any(a.name.split(".")[0] in TAMPER_MODULES for a in node.names):
+                    add(node, _snippet(node), evasion=True)
+            elif isinstance(node, ast.Call):
+                self._judge_call(add, node, forbidden)
+            elif isinstance(node, ast.Subscript):
+                if _is_sys_modules(node.value, self) and (
+                    (_const_str(node.slice) or "?").split(".")[0]
+                    in TAMPER_MODULES | {"?"}
+                ):
+                    add(node, _snippet(node), evasion=True)
+                elif _const_str(node.slice) in forbidden and any(
+                    kind == "lib" and where.split(".")[-1] in forbidden
+                    for kind, where in self._subscript_value(node)
+                ):
+                    add(node, _snippet(node))
+        return sorted(set(found), key=lambda v: (v.line, v.call))
+
+    def _judge_call(self, add, node: ast.Call, forbidden) -> None:
+        target = self.dynamic_target(node)
+        if target == "unresolved":
+            add(node, _snippet(node), evasion=True)
+        elif target is not None:
+            base, name = target
+            if name in forbidden and not _all_own(base):
+                add(node, _snippet(node))
+        elif any(_is_builtin_call(node, b, self) for b in ("eval", "exec", "compile")):
+            add(node, _snippet(node), evasion=True)
+        elif self._reaches(node.func, "operator.attrgetter") or self._reaches(
+            node.func, "operator.methodcaller"
+        ):
+            name = _const_str(node.args[0]) if node.args else None
+            if name is None:
+                add(node, _snippet(node), evasion=True)
+            elif name.split(".")[-1] in forbidden:
+                add(node, _snippet(node))
+
+    def _judge_own(self, add, node, base, attr: str, forbidden) -> None:
+        """An attribute of the student's own module that another file bound to a library."""
+        if any(v[1] in MODULE_NAMES for v in base):
+            self._judge_value(
+                add, node, attr, self.package.attribute(base, attr), forbidden
+            )
+
+    def _judge_value(self, add, node, name: str, values, forbidden) -> None:
+        for kind, where in values:
+            if kind == "lib" and where.split(".")[-1] in forbidden:
+                add(node, f"{name} (bound to {where} in another file)")
+            elif kind == "hidden" and not where.startswith(self.filename + ":"):
+                add(node, f"{name} (bound at {where})", evasion=True)
+
+    def _resolved_namespace(self, node: ast.Attribute) -> bool:
+        """``X.__dict__["name"]``, ``f.__globals__["name"]`` of the student's own ``f``, and any
+        of these attributes of the student's own objects are resolved, not hidden."""
+        parent = self.parents.get(node)
+        if _all_own(self.resolve(node.value)) and node.attr != "__globals__":
+            return True
+        if not (isinstance(parent, ast.Subscript) and parent.value is node):
+            return False
+        if _const_str(parent.slice) is None:
+            return False
+        if node.attr == "__dict__":
+            return True
+        return node.attr == "__globals__" and _all_own(self.resolve(node.value))
 
 
-def _is_own(node: ast.ImportFrom) -> bool:
-    return node.level > 0 or (node.module or "").split(".")[0] == PACKAGE
+MODULE_NAMES = frozenset(MODULES) | {PACKAGE}
 
 
-def _own_package_names(tree: ast.AST) -> set[str]:
-    """Local names bound to the student's own modules or objects."""
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and _is_own(node):
-            names |= {a.asname or a.name for a in node.names}
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.split(".")[0] == PACKAGE:
-                    names.add(alias.asname or alias.name.split(".")[0])
-    return names
+class _Package:
+    """Every student file, read together, so one file's binding is known in another."""
+
+    def __init__(self, sources: dict[str, str]):
+        self.modules = {
+            name.removesuffix(".py"): _Module(self, name, text)
+            for name, text in sources.items()
+        }
+        for _ in range(8):  # aliases of aliases, across files: a few rounds settle them
+            learned = [
+                m.bind_all() for m in self.modules.values()
+            ]  # every module, each round
+            if not any(learned):
+                break
+
+    def attribute(self, base, attr: str, module: _Module | None = None):
+        """What ``<base>.<attr>`` may be, for each value ``base`` may be."""
+        out = set()
+        for kind, where in base:
+            if kind == "lib":
+                out.add(("lib", f"{where}.{attr}"))
+            elif kind in ("own", "globals"):
+                if kind == "own" and where == "self":
+                    bound = module.bindings.get("self." + attr) if module else None
+                    out |= bound or {("own", f"self.{attr}")}
+                    continue
+                name = where.split(".")[0] if kind == "globals" else where
+                if name == PACKAGE:
+                    out.add(("own", attr))
+                elif name in self.modules and (
+                    bound := self.modules[name].bindings.get(attr)
+                ):
+                    out |= bound
+                else:
+                    out.add(("own", f"{where}.{attr}"))
+            elif kind == "hidden":
+                out.add((kind, where))
+            else:
+                out.add(OPAQUE)
+        return out
+
+    def violations(self, filename: str) -> list[Violation]:
+        forbidden = RULES.get(filename)
+        module = self.modules.get(filename.removesuffix(".py"))
+        if not forbidden or module is None:
+            return []
+        return module.violations(forbidden)
 
 
-def _is_getattr_of_forbidden(node: ast.Call, forbidden: frozenset[str]) -> bool:
-    """``getattr(torch, "softmax")`` spelled with a literal name."""
-    return (
-        isinstance(node.func, ast.Name)
-        and node.func.id == "getattr"
-        and len(node.args) >= 2
-        and isinstance(node.args[1], ast.Constant)
-        and node.args[1].value in forbidden
-    )
+def _all_own(values) -> bool:
+    return bool(values) and all(kind == "own" for kind, _ in values)
+
+
+def _const_str(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def _is_builtin_call(node: ast.AST, name: str, module: _Module) -> bool:
+    """A call of the builtin ``name`` (or ``builtins.<name>``), not a student's own function."""
+    if not isinstance(node, ast.Call):
+        return False
+    values = module.resolve(node.func)
+    return bool(values) and values <= {("builtin", name), ("lib", f"builtins.{name}")}
+
+
+def _is_sys_modules(node: ast.AST, module: _Module) -> bool:
+    return ("lib", "sys.modules") in module.resolve(node)
+
+
+def _snippet(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 60 else text[:57] + "..."

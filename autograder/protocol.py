@@ -16,6 +16,7 @@ request         meaning                                            example
 ``load_state``  load named parameters (all must exist)             ``h.load_state(sd)``
 ``state_dict``  read the parameters back                           ``h.state_dict()``
 ``seed``        seed the student process's RNGs                    ``hw.seed(0)``
+``probe``       the forbidden-call watch's self-check (isolated)   see ``tests/conftest.py``
 ==============  =================================================  ==========================
 
 Names are ``"<module>.<attribute>"`` inside ``transformer_hw``; ``new`` also accepts

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from autograder.check import TestResult
 from autograder.grade import Graded
-from autograder.points import PARTS, TOTAL_POINTS, builds_on
+from autograder.points import PARTS, TOTAL_POINTS, fix_first
 
 RESULTS, FEEDBACK, GRADEBOOK = "results.json", "feedback.md", "gradebook.csv"
 
@@ -105,10 +105,11 @@ def feedback_md(graded: Graded) -> str:
     if graded.problems:
         lines += ["", "## Problems with the submission", ""]
         lines += [f"- {p}" for p in graded.problems]
+    first = fix_first(graded.tests)
     for k, part in PARTS.items():
         tests = [t for t in graded.tests if t.part == k]
         lines += ["", f"## Part {k}: {part.title} ({scores[k]}/{part.points})", ""]
-        weak = [j for j in sorted(builds_on(k)) if scores[j] < PARTS[j].points]
+        weak = first.get(k)
         if scores[k] < part.points and weak:
             listed = ", ".join(str(j) for j in weak)
             lines += [

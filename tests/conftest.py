@@ -9,6 +9,7 @@ collection fails otherwise, and also when a part's test points do not add up to 
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,9 @@ import torch
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.internal.conjecture import providers
 
-from autograder.forbidden import by_part, scan_package
-from autograder.points import PARTS
-from autograder.protocol import PACKAGE, InProcessSubmission
+from autograder.forbidden import RULES, Violation, by_part, scan_package
+from autograder.points import PARTS, check_uses, part_of_file
+from autograder.protocol import PACKAGE, InProcessSubmission, StudentError
 
 REPO = Path(__file__).resolve().parent.parent
 GRADED_DIR = Path(__file__).resolve().parent / "graded"
@@ -80,6 +81,10 @@ def pytest_configure(config):
     )
     config.addinivalue_line("markers", "public: a graded test students see and run")
     config.addinivalue_line("markers", "hidden: a graded test only the grader runs")
+    config.addinivalue_line(
+        "markers",
+        "uses(k, ...): later parts whose code a graded test also runs (autograder.points)",
+    )
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
 
@@ -98,6 +103,9 @@ def grading_marks(item) -> tuple[int, int, str] | None:
         raise pytest.UsageError(
             f"{item.nodeid}: part {part.args[0]} is not in autograder.points.PARTS"
         )
+    uses = item.get_closest_marker("uses")
+    if uses is not None and (wrong := check_uses(part.args[0], uses.args)):
+        raise pytest.UsageError(f"{item.nodeid}: {wrong}")
     return points.args[0], part.args[0], visibility[0]
 
 
@@ -145,41 +153,116 @@ def hw(request, device):
     else:
         submission = InProcessSubmission(root, device)
     with submission:
+        gate = ForbiddenGate(submission)
+        request.config.stash[GATE] = gate
         yield submission
+        gate.close(request.session)  # while the student's process still runs
 
 
-@pytest.fixture(scope="session")
-def static_violations(hw):
-    """Forbidden calls the static scan finds in the submission's source."""
-    return scan_package(hw.root / PACKAGE)
+class ForbiddenGate:
+    """The one place forbidden calls cost points: a forbidden call gates every test of the part
+    whose file made it (SPEC.md), and earns nothing on its own.
+
+    Calls found by the static scan fail a part's tests before they run; calls seen at run time
+    (isolated runs) fail them as soon as they are seen, and at the end of the session every test
+    of that part that had passed before is reported failed too. At the end the watch is also
+    probed (``autograder.tripwire.probe``): when its calls do not come back, the watch was
+    switched off and every part with a forbidden list is gated.
+    """
+
+    def __init__(self, hw):
+        self.hw = hw
+        self.static = scan_package(hw.root / PACKAGE)
+        # Every call seen at run time, kept even if the student's process forgets it.
+        self.runtime: dict[tuple[str, int, str], Violation] = {}
+        self.tampered: str | None = None
+        self.passed: set[str] = set()  # graded tests that passed so far
+        self.probe_line = random.SystemRandom().randrange(10**6, 2 * 10**6)
+
+    def _refresh(self) -> None:
+        for v in getattr(self.hw, "runtime_violations", list)():
+            if v.line != self.probe_line:
+                self.runtime.setdefault((v.file, v.line, v.call), v)
+
+    def reasons(self, part: int) -> list[str]:
+        """Why ``part`` is gated (empty when it is not)."""
+        self._refresh()
+        seen = {(v.file, v.line) for v in self.static}
+        runtime = [v for v in self.runtime.values() if (v.file, v.line) not in seen]
+        found = by_part([*self.static, *runtime]).get(part, [])
+        if self.tampered and part in GATED_PARTS:
+            found = [*found, self.tampered]
+        return found
+
+    def check(self, part: int) -> None:
+        if found := self.reasons(part):
+            pytest.fail("forbidden call: " + "; ".join(found), pytrace=False)
+
+    def close(self, session) -> None:
+        """Probe the watch, then fail the tests that passed in a part gated since."""
+        if hasattr(self.hw, "runtime_violations"):
+            self._probe()
+        for item in session.items:
+            marks = grading_marks(item)
+            if (
+                marks
+                and item.nodeid in self.passed
+                and (found := self.reasons(marks[1]))
+            ):
+                message = "forbidden call: " + "; ".join(found)
+                call = pytest.CallInfo.from_call(
+                    lambda message=message: pytest.fail(message, pytrace=False), "call"
+                )
+                report = item.ihook.pytest_runtest_makereport(item=item, call=call)
+                item.ihook.pytest_runtest_logreport(report=report)
+
+    def _probe(self) -> None:
+        from autograder import tripwire  # the grader's side only (not in a handout)
+
+        try:
+            answer = self.hw.request("probe", None, None, self.probe_line)
+        except StudentError as exc:
+            if exc.is_a(TimeoutError) or exc.type_name == "ProcessExit":
+                return  # out of time, or a module that ends the process: no verdict
+            missing = [f"the probe raised {exc.type_name}"]
+        else:
+            seen = [(v.file, v.line, v.call) for v in self.hw.runtime_violations()]
+            missing = tripwire.probe_failures(self.probe_line, answer, seen)
+        if missing:
+            self.tampered = (
+                "the grader's watch for forbidden calls was switched off or rerouted in your "
+                f"code's process ({'; '.join(missing)}), so no part with forbidden calls can "
+                "be verified"
+            )
 
 
-def forbidden_calls(hw, static) -> dict[int, list[str]]:
-    """Forbidden calls by part: the static scan, plus (isolated runs) those seen at run time."""
-    seen = {(v.file, v.line) for v in static}
-    runtime = getattr(hw, "runtime_violations", list)()
-    return by_part([*static, *(v for v in runtime if (v.file, v.line) not in seen)])
+GATE = pytest.StashKey[ForbiddenGate]()
+#: Parts whose files have a forbidden list: the parts a switched-off watch costs.
+GATED_PARTS = frozenset(part_of_file(f) for f in RULES)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Note which graded tests passed, for ``ForbiddenGate.close``."""
+    report = yield
+    gate = item.config.stash.get(GATE, None)
+    if gate is not None and report.failed:
+        gate.passed.discard(item.nodeid)
+    elif gate is not None and call.when == "call" and report.passed:
+        gate.passed.add(item.nodeid)
+    return report
 
 
 @pytest.fixture(autouse=True)
 def _forbidden_calls_gate(request):
-    """A forbidden call in a part's files fails every test of that part, naming the call.
-
-    Checked again after the test: a call made at run time is only seen once it happens.
-    """
+    """Every graded test: fail when its part is gated, before it runs and again after it
+    (a call made at run time is only seen once it happens)."""
     marks = grading_marks(request.node)
     if marks is None:
         yield
         return
-    hw, static = (
-        request.getfixturevalue("hw"),
-        request.getfixturevalue("static_violations"),
-    )
-    _fail_on_forbidden(forbidden_calls(hw, static).get(marks[1]))
+    request.getfixturevalue("hw")
+    gate = request.config.stash[GATE]
+    gate.check(marks[1])
     yield
-    _fail_on_forbidden(forbidden_calls(hw, static).get(marks[1]))
-
-
-def _fail_on_forbidden(found: list[str] | None) -> None:
-    if found:
-        pytest.fail("forbidden call: " + "; ".join(found), pytrace=False)
+    gate.check(marks[1])

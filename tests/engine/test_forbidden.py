@@ -1,5 +1,6 @@
-"""The static forbidden-call scan: library calls and the ways around naming them are found;
-the student's own functions, comments and strings are not."""
+"""The static forbidden-call scan: library calls and the ways around naming them are found, also
+through aliases and other student files; the student's own functions, comments, strings and
+dynamic lookups that resolve to something harmless are not."""
 
 from __future__ import annotations
 
@@ -24,13 +25,31 @@ HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
         "f = getattr(torch, 'softmax')",
         "f = getattr(torch, 'soft' + 'max')",
         "f = getattr(x, name)",
-        "f = torch._C._VariableFunctions",
+        "f = torch._C._VariableFunctions.softmax",
+        "f = vars(torch)['softmax']",
+        "f = torch.__dict__[name]",
+        "self = torch\ny = self.softmax(x, -1)",
+        "import transformer_hw.attention as torch\ny = torch.softmax(x, -1)",
+        "if False:\n    from transformer_hw import attention as F\ny = F.softmax(x, -1)",
+        (
+            "class A:\n    def __init__(self):\n        self.f = F\n    def g(self, x):\n"
+            "        return self.f.softmax(x, -1)"
+        ),
+        "t = __import__('torch')\ny = t.softmax(x, -1)",
+        "t = __import__(name)",
+        "import importlib\nm = importlib.import_module('torch.nn.functional')\ny = m.softmax(x)",
+        "import importlib\nm = importlib.import_module(name)",
+        "import sys\nm = sys.modules['torch'].softmax",
+        "def f():\n    pass\ng = f.__globals__[name]",
+        "c = torch.exp.__closure__",
+        "c = cell.cell_contents",
+        "c = torch.exp.__code__",
+        "import sys\nw = sys.modules['autograder.tripwire']",
+        "w = __import__('autograder.tripwire')",
         "f = F.__dict__['soft' + 'max']",
         "f = torch.softmax.__wrapped__",
         "f = eval('torch.soft' + 'max')",
-        "import importlib",
         "from autograder import tripwire",
-        "import sys\nm = sys.modules['torch']",
     ],
 )
 def test_forbidden_uses_are_found(line):
@@ -47,6 +66,12 @@ def test_forbidden_uses_are_found(line):
         "w = getattr(self, name)",
         "model.eval()",
         "# torch.softmax would be forbidden here\nnote = 'F.softmax'",
+        "warnings = __import__('warnings')\nwarnings.warn('careful')",
+        "import importlib\nm = importlib.import_module('math')",
+        "def f():\n    pass\ng = f.__globals__['torch']",
+        "import sys\nm = sys.modules['torch'].exp",
+        "import sys\nm = sys.modules['torch']",
+        "f = getattr(torch, 'exp')",
     ],
 )
 def test_own_code_comments_and_strings_are_not(line):
@@ -58,6 +83,21 @@ def test_rules_follow_the_file():
     assert scan_source("rope.py", HEADER + "y = torch.softmax(x, -1)\n") == []
     assert scan_source("charlm.py", HEADER + "p = torch.softmax(x, -1)\n") == []
     assert scan_source("charlm.py", HEADER + "y = F.layer_norm(x, (4,))\n")
+
+
+def test_a_name_bound_in_another_student_file_is_judged_where_it_is_used(tmp_path):
+    """masks.py has no forbidden list, so an alias made there is charged to the file using it."""
+    package = tmp_path / "transformer_hw"
+    package.mkdir()
+    (package / "masks.py").write_text(
+        "import torch\nalias = torch.softmax\nhidden = getattr(torch, 'soft' + 'max')\n"
+    )
+    (package / "attention.py").write_text(
+        "from transformer_hw import masks\nfrom transformer_hw.masks import hidden\n"
+        "def softmax(x, dim=-1):\n    return masks.alias(x, dim)\n"
+    )
+    found = {(v.file, v.line, v.evasion) for v in scan_package(package)}
+    assert found == {("attention.py", 2, True), ("attention.py", 4, False)}
 
 
 def test_the_reference_is_clean():

@@ -111,12 +111,14 @@ def test_handout_refuses_a_non_empty_folder(tmp_path):
 def test_every_graded_test_fails_against_the_stubs(tmp_path):
     """The stubs earn nothing: run the whole graded suite against assignments/."""
     report = tmp_path / "stubs.xml"
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/graded", "-q", "-p", "no:cacheprovider",
          "--submission", str(ASSIGNMENTS.parent), f"--junitxml={report}"],
-        cwd=REPO, capture_output=True, check=False,
+        cwd=REPO, capture_output=True, text=True, check=False,
     )  # fmt: skip
-    cases = ET.parse(report).getroot().iter("testcase")
+    cases = list(ET.parse(report).getroot().iter("testcase"))
+    # Exit 1 is "tests failed"; no test collected (5) or a collection error must fail here.
+    assert cases and done.returncode == 1, done.stdout[-2000:]
     passed = [c.get("name") for c in cases if not list(c)]
     assert not passed, f"tests passing against the stubs: {passed}"
 

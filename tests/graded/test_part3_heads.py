@@ -392,6 +392,7 @@ def new_cache(hw, batch: int, n_heads: int, max_len: int, d_head: int):
 
 @pytest.mark.points(1)
 @pytest.mark.hidden
+@pytest.mark.uses(6)  # the KV cache
 def test_MultiHeadAttention_cache_token_by_token(hw):
     """Tokens fed one at a time through a KVCache (mask=None) equal the full causal pass."""
     sd = mha_weights(8, seed=150)
@@ -415,6 +416,7 @@ def test_MultiHeadAttention_cache_token_by_token(hw):
 
 @pytest.mark.points(1)
 @pytest.mark.hidden
+@pytest.mark.uses(6)  # the KV cache
 def test_MultiHeadAttention_cache_chunk(hw):
     """A chunk of 3 tokens after 2 cached ones, with causal_mask(3, 5), continues the pass."""
     sd = mha_weights(8, seed=160)

@@ -408,6 +408,7 @@ def test_post_norm_block_zeroed_branch(hw):
 
 @pytest.mark.points(1)
 @pytest.mark.hidden
+@pytest.mark.uses(6)  # the KV cache
 def test_pre_norm_block_with_cache(hw):
     """Token by token through a KVCache gives the full causal pass (batch of 2)."""
     sd = block_state(68, hw.device)

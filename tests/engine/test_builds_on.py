@@ -1,0 +1,69 @@
+"""Dependencies per test: the table has no cycle, ``uses(...)`` is checked at collection, and
+"fix part K first" points at the part that is broken, never back over the part-3/part-6 cycle."""
+
+from __future__ import annotations
+
+from autograder import check
+from autograder.grade import Graded
+from autograder.points import PARTS, builds_on, check_uses, fix_first
+from autograder.report import feedback_md
+
+
+def result(part: int, passed: bool, uses: tuple[int, ...] = (), name: str = "t"):
+    node = f"tests/graded/test_part{part}.py::{name}"
+    return check.TestResult(
+        node, name, part, 1, False, passed, "" if passed else "x", uses
+    )
+
+
+def suite(failing: dict[int, list[tuple[int, ...]]]) -> list:
+    """A passing test per part, plus the failing ones given as part -> their uses markers."""
+    tests = [result(k, True) for k in PARTS]
+    for part, markers in failing.items():
+        tests += [result(part, False, uses, f"f{i}") for i, uses in enumerate(markers)]
+    return tests
+
+
+def test_the_table_is_acyclic_and_only_tests_reach_later_parts():
+    for k, part in PARTS.items():
+        assert all(j < k for j in part.uses), k
+        assert all(j > k for j in part.tests_also_use), k
+    assert builds_on(3) == {1, 6}
+    assert 4 not in builds_on(7)
+
+
+def test_a_uses_marker_must_name_a_declared_later_part():
+    assert check_uses(3, (6,)) is None
+    assert check_uses(3, (4,))
+    assert check_uses(6, (3,))
+    assert check_uses(3, ())
+
+
+def test_a_bug_in_part_3_is_not_sent_to_part_6():
+    """split_heads is wrong: part 3 fails (its cache tests too), and so does part 6's GQA."""
+    tests = suite({3: [(), (), (6,)], 5: [(), (6,)], 6: [(), ()], 7: [()]})
+    first = fix_first(tests)
+    assert first[3] == []
+    assert first[5] == first[6] == first[7] == [3]
+
+
+def test_a_bug_in_the_kv_cache_is_sent_to_part_6():
+    """KVCache.append is wrong: only part 3's cache tests fail there, so fix part 6 first."""
+    tests = suite({3: [(6,), (6,)], 5: [(6,)], 6: [(), ()], 7: [()]})
+    first = fix_first(tests)
+    assert first[3] == first[5] == first[7] == [6]
+    assert first[6] == []
+
+
+def test_a_part_3_cache_failure_is_never_said_to_build_on_rope():
+    tests = suite({3: [(6,)], 4: [()], 6: [()]})
+    assert 4 not in fix_first(tests)[3]
+
+
+def test_feedback_names_the_part_to_fix_first():
+    tests = suite({3: [(), (6,)], 6: [()]})
+    text = feedback_md(Graded("x", tests))
+    part3 = text.split("## Part 3")[1].split("## Part 4")[0]
+    part6 = text.split("## Part 6")[1].split("## Part 7")[0]
+    assert "builds on" not in part3
+    assert "builds on your part(s) 3, which lost points" in part6

@@ -1,0 +1,70 @@
+"""Routes around the forbidden-call rule, graded in one batch through ``autograder grade``.
+
+Each folder under ``evasion/`` is one submission: the reference with an edit (each
+``<module>.append`` is added to the end of that module, so its definitions replace the
+reference's) and ``expected.json``: the parts that must score zero (``zero``), every other part
+graded here keeps full marks, and ``messages``, patterns that the failed tests' feedback must
+contain (the call and its file:line). A correct solution that only looks dynamic
+(``__import__("warnings")``) keeps every point.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autograder import cli
+from autograder.protocol import PACKAGE
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIOS = Path(__file__).resolve().parent / "evasion"
+NAMES = sorted(p.name for p in SCENARIOS.iterdir() if (p / "expected.json").is_file())
+#: The parts the edits touch (attention.py, masks.py, rope.py, norm.py); a subset keeps this fast.
+KEYWORD = "part1 or part2 or part4 or part5"
+GRADED_PARTS = (1, 2, 4, 5)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    batch = tmp_path_factory.mktemp("batch")
+    for name in NAMES:
+        target = batch / name / PACKAGE
+        shutil.copytree(REPO / "solutions" / PACKAGE, target)
+        for edit in (SCENARIOS / name).glob("*.append"):
+            module = target / f"{edit.stem}.py"
+            module.write_text(module.read_text() + "\n\n" + edit.read_text())
+    out = tmp_path_factory.mktemp("grades")
+    status = cli.main(
+        ["grade", str(batch), "--out", str(out), "--jobs", "2", "-k", KEYWORD]
+    )
+    assert status == 0
+    return out
+
+
+def part_scores(results: dict) -> dict[int, tuple[int, int]]:
+    """part -> (score, most it could score in the tests run)."""
+    parts = {k: (0, 0) for k in GRADED_PARTS}
+    for test in results["tests"]:
+        k = int(test["number"].split(".")[0])
+        parts[k] = (parts[k][0] + test["score"], parts[k][1] + test["max_score"])
+    return parts
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_exactly_the_right_part_is_gated(graded, name):
+    expected = json.loads((SCENARIOS / name / "expected.json").read_text())
+    results = json.loads((graded / name / "results.json").read_text())
+    scores = part_scores(results)
+    assert all(most for _, most in scores.values()), scores  # every part was graded
+    got = {k: score for k, (score, _) in scores.items()}
+    want = {k: 0 if k in expected["zero"] else most for k, (_, most) in scores.items()}
+    assert got == want, expected["why"]
+    gated = [
+        t["output"] for t in results["tests"] if int(t["number"][0]) in expected["zero"]
+    ]
+    for pattern in expected["messages"]:
+        assert any(re.search(pattern, output) for output in gated), pattern
