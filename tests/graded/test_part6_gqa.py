@@ -505,7 +505,8 @@ def test_gqa_constructor_errors(hw):
 @pytest.mark.hidden
 def test_gqa_rope_base(hw):
     """rope_base reaches RoPE: GroupedQueryAttention(24, 4, 2, rope_base=100.0), the full pass
-    on a slice of a tensor (left unchanged) and cached decoding."""
+    on a slice of a tensor (left unchanged) and cached decoding, again after
+    KVCache.reset()."""
     sd = gqa_state(108, hw.device)
     gqa = hw.new("gqa.GroupedQueryAttention", D, H, H_KV, rope_base=100.0)
     gqa.call("to", device=hw.device, dtype=F64)
@@ -518,15 +519,29 @@ def test_gqa_rope_base(hw):
     what = "GroupedQueryAttention(24, 4, 2, rope_base=100.0)(x (2, 5, 24))"
     got = checked(what, gqa.checked_call, "__call__", x)
     assert_close(got, want, what + " on a slice", likely=likely)
-    got, _ = cached_decode(hw, gqa, x, [2, 1, 2], H, H_KV, D // H, max_len=T)
+    got, cache = cached_decode(hw, gqa, x, [2, 1, 2], H, H_KV, D // H, max_len=T)
     assert_close(got, want, what + " fed in chunks of 2, 1, 2", likely=likely)
+    cache.call(
+        "reset"
+    )  # length 0: the same cache serves a new sequence from position 0
+    again = torch.cat([gqa(x[:, :3], cache=cache), gqa(x[:, 3:], cache=cache)], dim=1)
+    assert_close(
+        again,
+        want,
+        what + " fed in chunks of 3, 2 through the same cache after reset()",
+        likely={
+            "positions continue from before reset(): RoPE positions must come from "
+            "cache.length": lambda: rope_base_oracle(x, sd, 100.0, start=T),
+            **likely,
+        },
+    )
 
 
-def rope_base_oracle(x, sd, base):
-    """Causal GQA in float64 with RoPE of another base (positions arange(T))."""
+def rope_base_oracle(x, sd, base, start=0):
+    """Causal GQA in float64 with RoPE of another base at positions start + arange(T)."""
     batch, t, _ = x.shape
     d_h = D // H
-    positions = torch.arange(t, device=x.device)
+    positions = torch.arange(start, start + t, device=x.device)
 
     def heads(name, n):
         return F.linear(x, sd[name]).view(batch, t, n, d_h).transpose(1, 2)
