@@ -541,6 +541,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         "greedy ignores it",
     ),
     single(
+        "generate-default-temperature-0.8",
+        "charlm.py",
+        "    temperature: float = 1.0,\n",
+        "    temperature: float = 0.8,\n",
+        7,
+        "default temperature is not 1.0",
+    ),
+    single(
         "charlm-default-four-heads",
         "charlm.py",
         "self, vocab_size, d_model=64, n_heads=2, n_layers=2",

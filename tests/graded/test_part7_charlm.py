@@ -1012,7 +1012,8 @@ def chernoff_interval(p: float, n: int, beta: float) -> tuple[float, float]:
 @pytest.mark.hidden
 @pytest.mark.points(1)
 def test_generate_sampling_distribution(hw):
-    """The ids of one sampling step follow softmax(logits / temperature) without PAD.
+    """The ids of one sampling step follow softmax(logits / temperature) without PAD; the
+    default temperature is 1.0.
 
     A correct sampler of any kind (multinomial, Gumbel-max, inverse CDF) passes with
     probability > 1 - 1e-6: for a fixed wrong distribution q the likelihood ratio
@@ -1077,6 +1078,22 @@ def test_generate_sampling_distribution(hw):
             f"but softmax(logits / temperature) gives it {p:.3f} (a correct sampler "
             f"stays within ({max(lo, 0):.3f}, {min(hi, 1):.3f}))"
         )
+    # The default temperature is 1.0: the same draws as temperature=1.0 given explicitly
+    # (logits log p, so a temperature of 0.8 or 0.7 moves the probabilities).
+    tau_one = torch.cat([torch.tensor([40.0], dtype=torch.float64), TARGET_P.log()])
+    m.load_state({"head.bias": tau_one.to(hw.device)})
+
+    def draws(**temperature):
+        gen = hw.new("torch.Generator", device=hw.device)
+        gen.call("manual_seed", 2030)
+        return hw.call(GENERATE, m, prompt, N_DRAWS, generator=gen, **temperature)
+
+    assert_exact(
+        draws(),
+        draws(temperature=1.0),
+        "generate without temperature (the same generator seed as with temperature=1.0)",
+        likely={"the default temperature is not 1.0": lambda: draws(temperature=0.8)},
+    )
 
 
 @pytest.mark.hidden
@@ -1132,10 +1149,19 @@ def test_generate_errors(hw):
             temperature=temperature,
             generator=gen,
         )
-    what = "generate(greedy=True, temperature=0.0) with an int32 prompt"
+    what = "generate(greedy=True, temperature=0.0, use_cache=True), an int32 prompt"
     hint = "temperature <= 0 is only an error when sampling (greedy ignores it)"
     out = attempt(
-        what, hint, hw.call, GENERATE, m, prompt.int(), 3, temperature=0.0, greedy=True
+        what,
+        hint,
+        hw.call,
+        GENERATE,
+        m,
+        prompt.int(),
+        3,
+        temperature=0.0,
+        greedy=True,
+        use_cache=True,
     )
     check_ids(out, prompt, 3, hw, what)
     check_greedy(hw, m, state, out, prompt, 3, what)
