@@ -514,6 +514,20 @@ CATALOGUE: tuple[Mutant, ...] = (
         "train_loss measured after the epoch",
     ),
     single(
+        "train-loss-not-reset-per-epoch",
+        "charlm.py",
+        """    for epoch in range(1, epochs + 1):
+        model.train()
+        total, count = 0.0, 0
+""",
+        """    total, count = 0.0, 0
+    for epoch in range(1, epochs + 1):
+        model.train()
+""",
+        7,
+        "not reset at each epoch",
+    ),
+    single(
         "train-default-lr-3e-4",
         "charlm.py",
         "epochs: int = 1, lr: float = 1e-3",

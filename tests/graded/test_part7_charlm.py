@@ -801,72 +801,122 @@ def test_train_history_losses(hw):
     assert_close(again, corpus_mean(dev), "evaluate(model, dev_batches) after train")
 
 
-def oracle_gradients(state, batch, n_heads) -> dict[str, torch.Tensor]:
-    """The float64 gradient of the batch's mean lm_loss with respect to every parameter."""
-    leaves = {k: v.detach().double().requires_grad_() for k, v in state.items()}
-    inputs, targets = batch
-    logits = oracle_logits(leaves, inputs, n_heads)
-    ce(logits, targets, "mean").backward()
-    return {k: v.grad for k, v in leaves.items()}
+def oracle_training(state, train_batches, dev_batches, epochs, lr, optimizer="Adam"):
+    """SPEC.md's train in float64 on the oracle model, with torch.optim's optimizer.
+
+    Returns the history, the final weights, and for each parameter whether its gradient was
+    ever tiny (|g| <= 1e-6, where Adam's g / (|g| + 1e-8) amplifies rounding).
+    """
+    params = {k: v.detach().double().clone().requires_grad_() for k, v in state.items()}
+    opt = getattr(torch.optim, optimizer)(params.values(), lr=lr)
+    tiny = {k: torch.zeros_like(v, dtype=torch.bool) for k, v in params.items()}
+
+    def mean_loss(batches):
+        total = sum(
+            ce(oracle_logits(params, i, H), t, "sum").item() for i, t in batches
+        )
+        return total / sum(int((t != IGNORE).sum()) for _, t in batches)
+
+    history = []
+    for epoch in range(1, epochs + 1):
+        total, count = 0.0, 0
+        for inputs, targets in train_batches:
+            loss = ce(oracle_logits(params, inputs, H), targets, "mean")
+            opt.zero_grad()
+            loss.backward()
+            for k, v in params.items():
+                tiny[k] |= v.grad.abs() <= 1e-6
+            opt.step()
+            real = int((targets != IGNORE).sum())
+            total, count = total + loss.item() * real, count + real
+        with torch.no_grad():
+            after = {
+                "train_after": mean_loss(train_batches),
+                "dev_loss": mean_loss(dev_batches),
+            }
+        history.append({"epoch": epoch, "train_loss": total / count, **after})
+    return history, {k: v.detach() for k, v in params.items()}, tiny
 
 
 @pytest.mark.hidden
 @pytest.mark.points(1)
 def test_train_records_its_steps_with_default_arguments(hw):
-    """train(model, [batch], [dev]) with the defaults (epochs=1, lr=1e-3) makes one Adam
-    step: train_loss is the loss computed during that step (before the update), dev_loss
-    evaluates the updated model, and every parameter moves by Adam's first step,
-    lr * g / (|g| + 1e-8) against its gradient g."""
+    """Two epochs of one batch with the default lr (1e-3), against the same training in
+    float64 with torch.optim.Adam: each epoch's train_loss is the loss computed during its
+    step (before the update), dev_loss evaluates the model after the epoch, the weights
+    follow Adam; then train with every default runs one epoch."""
     m, state = new_lm(hw, seed=755)
     b1, _, b3 = three_batches()
-    during = corpus_mean(batch_losses(hw, m, [b1]))
-    dev_before = corpus_mean(batch_losses(hw, m, [b3]))
-    grads = oracle_gradients(state, tuple(t.to(hw.device) for t in b1), H)
-    history = hw.call(TRAIN, m, [tuple(t.to(hw.device) for t in b1)], [b3])
-    assert isinstance(history, list) and len(history) == 1, (
-        "train(model, train_batches, dev_batches) should run epochs=1 by default and "
-        "return a list of one dict"
+    train_batches = [tuple(t.to(hw.device) for t in b1)]
+    history = hw.call(TRAIN, m, train_batches, [b3], epochs=2)
+    assert isinstance(history, list) and len(history) == 2, (
+        "train(..., epochs=2) should return a list of 2 dicts"
     )
-    record = history[0]
-    assert isinstance(record, dict) and record.get("epoch") == 1, (
-        "train's history[0] should be a dict with epoch=1"
-    )
-    # Where |g| is tiny, g / (|g| + eps) amplifies rounding: those entries are left out.
+    dev = [tuple(t.to(hw.device) for t in b3)]
+    want, weights, tiny = oracle_training(state, train_batches, dev, 2, 1e-3)
+    for n, (record, expected) in enumerate(zip(history, want), start=1):
+        assert isinstance(record, dict) and record.get("epoch") == n, (
+            f"train's history[{n - 1}] should be a dict with epoch={n}"
+        )
+        first = want[0]["train_loss"]
+        assert_close(
+            as_float(
+                record.get("train_loss"), f"train's history[{n - 1}]['train_loss']"
+            ),
+            scalar(expected["train_loss"]),
+            f"train_loss of epoch {n} (one batch: the loss computed during its step)",
+            likely={
+                "train_loss measured after the epoch's updates (evaluate on the training "
+                "batches) instead of the losses computed during the steps": scalar(
+                    expected["train_after"]
+                ),
+                "train_loss accumulated over all epochs so far (the running totals are "
+                "not reset at each epoch)": scalar(
+                    (first + expected["train_loss"]) / 2 if n == 2 else first
+                ),
+            },
+        )
+        before = want[n - 2]["dev_loss"] if n == 2 else None
+        assert_close(
+            as_float(record.get("dev_loss"), f"train's history[{n - 1}]['dev_loss']"),
+            scalar(expected["dev_loss"]),
+            f"dev_loss of epoch {n}: evaluate(model, dev_batches) after the epoch",
+            likely={"dev_loss evaluated before the epoch's updates": scalar(before)}
+            if before is not None
+            else {},
+        )
     after = m.state_dict()
     names = sorted(state)
-    big = torch.cat([grads[n].flatten().abs() > 1e-6 for n in names])
-    moved = torch.cat([(after[n] - state[n]).double().flatten() for n in names])[big]
-    g = torch.cat([grads[n].flatten() for n in names])[big]
+    keep = ~torch.cat([tiny[n].flatten() for n in names])
 
-    def adam(lr):
-        return -lr * g / (g.abs() + 1e-8)
+    def flat(weights_by_name):
+        return torch.cat([weights_by_name[n].double().flatten() for n in names])[keep]
+
+    def trained(lr, optimizer="Adam"):
+        return lambda: flat(
+            oracle_training(state, train_batches, dev, 2, lr, optimizer)[1]
+        )
 
     assert_close(
-        moved,
-        adam(1e-3),
-        "the parameters' change after train's only step (defaults: Adam, lr=1e-3)",
+        flat(after),
+        flat(weights),
+        "the weights after 2 epochs of one batch (defaults: Adam, lr=1e-3)",
         likely={
-            "SGD instead of Adam": -1e-3 * g,
-            "the default lr is not 1e-3 (this is 3e-4)": adam(3e-4),
-            "the default lr is not 1e-3 (this is 1e-2)": adam(1e-2),
-            "no update: zero_grad / backward / step missing": torch.zeros_like(g),
+            "SGD instead of Adam": trained(1e-3, "SGD"),
+            "the default lr is not 1e-3 (this is 3e-4)": trained(3e-4),
+            "the default lr is not 1e-3 (this is 1e-2)": trained(1e-2),
+            "no update: zero_grad / backward / step missing": flat(state),
         },
     )
-    after_step = corpus_mean(batch_losses(hw, m, [b1]))
+    during = corpus_mean(batch_losses(hw, m, [b1]))
+    again = hw.call(TRAIN, m, train_batches, [b3])
+    assert isinstance(again, list) and len(again) == 1, (
+        "train(model, train_batches, dev_batches) should run epochs=1 by default"
+    )
     assert_close(
-        as_float(record.get("train_loss"), "train's train_loss"),
+        as_float(again[0].get("train_loss"), "train's train_loss"),
         during,
-        "train's train_loss (one batch, one step): the loss computed during the step",
-        likely={
-            "train_loss measured after the epoch's updates (evaluate on the training "
-            "batches) instead of the losses computed during the steps": after_step
-        },
-    )
-    assert_close(
-        as_float(record.get("dev_loss"), "train's dev_loss"),
-        corpus_mean(batch_losses(hw, m, [b3])),
-        "train's dev_loss: evaluate(model, dev_batches) after the epoch",
-        likely={"dev_loss evaluated before the epoch's updates": dev_before},
+        "train_loss of a second train call (one epoch by default)",
     )
 
 
