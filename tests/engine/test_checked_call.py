@@ -33,9 +33,9 @@ def nest(pair, scale):
 '''
 
 
-@pytest.fixture(params=["in-process", "isolated"])
-def hw(request, tmp_path):
-    root = tmp_path / "sub"
+@pytest.fixture(scope="module", params=["in-process", "isolated"])
+def hw(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp("checked") / "sub"
     shutil.copytree(REPO / "solutions" / PACKAGE, root / PACKAGE)
     masks = root / PACKAGE / "masks.py"
     masks.write_text(masks.read_text() + PROBES)
