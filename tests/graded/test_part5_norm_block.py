@@ -443,8 +443,8 @@ def test_blocks_without_mask_attend_everywhere(hw):
             oracle(x, sd, everything),
             what + " (x a slice)",
             likely={
-                "mask=None treated as a causal mask; None means no masking": lambda o=(oracle): (
-                    o(x, sd, causal_mask)
+                "mask=None treated as a causal mask; None means no masking": oracle(
+                    x, sd, causal_mask
                 ),
                 **block_suspects(x, sd, everything, form),
             },
