@@ -108,7 +108,7 @@ class Executor:
             for (label, sent), (_, seen) in zip(
                 tensors_in(args, kwargs), tensors_in(given_args, given_kwargs)
             )
-            if not torch.equal(sent, seen)
+            if not same(sent, seen)
         ]
         return value, changed
 
@@ -171,6 +171,15 @@ def noncontiguous(value):
         room = value.new_zeros([n + 1 for n in value.shape])
         room = room[tuple(slice(0, n) for n in value.shape)]
     return room.copy_(value)
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, NaN included (an untouched NaN is not a change)."""
+    if a.is_floating_point() or a.is_complex():
+        return a.shape == b.shape and bool(
+            torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all()
+        )
+    return torch.equal(a, b)
 
 
 def tensors_in(args, kwargs) -> list[tuple[str, torch.Tensor]]:

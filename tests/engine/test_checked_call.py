@@ -66,6 +66,12 @@ def test_arguments_changed_in_place_are_named(hw):
     assert changed == ["args[0][1]"]
 
 
+def test_untouched_nan_is_no_change(hw):
+    x = torch.tensor([[1.0, float("nan")], [float("-inf"), 2.0]])
+    _, changed = hw.checked_call("masks.layout", x)
+    assert changed == []
+
+
 def test_methods_of_handles_are_checked_too(hw):
     layer = hw.new("norm.LayerNorm", 4)
     out, changed = layer.checked_call("__call__", torch.randn(3, 5, 4))
