@@ -79,6 +79,8 @@ class Executor:
             from autograder import tripwire
 
             return tripwire.probe(str(self.root / PACKAGE), *args)
+        if op == "checked":
+            return self._checked(target, name, args, kwargs)
         obj = self._objects[target.id]
         if op == "method":
             return getattr(obj, name)(*args, **kwargs)
@@ -89,6 +91,30 @@ class Executor:
         if op == "state_dict":
             return dict(obj.state_dict())
         raise ValueError(f"unknown request {op!r}")
+
+    def _checked(self, target, name, args, kwargs):
+        """``call`` (``method`` with a target) handing every tensor over as a non-contiguous
+        copy; ``(result, changed)``, where ``changed`` names the arguments the call modified.
+
+        SPEC.md: inputs are never modified in place, and any tensor of the stated shape is
+        accepted, contiguous or not. Both are only observable here, next to the student code.
+        """
+        given_args, given_kwargs = map_plain((args, kwargs), noncontiguous)
+        value = self._dispatch(
+            "call" if target is None else "method",
+            target,
+            name,
+            given_args,
+            given_kwargs,
+        )
+        changed = [
+            label
+            for (label, sent), (_, seen) in zip(
+                tensors_in(args, kwargs), tensors_in(given_args, given_kwargs)
+            )
+            if not same(sent, seen)
+        ]
+        return value, changed
 
     def _resolve(self, name: str):
         module_name, _, attr = name.rpartition(".")
@@ -136,6 +162,50 @@ class Executor:
             self._ids[key] = len(self._objects) + 1
             self._objects[self._ids[key]] = value
         return HandleRef(self._ids[key], type(value).__name__)
+
+
+def noncontiguous(value):
+    """A copy of a tensor whose memory is not contiguous: every axis steps over a gap, as in
+    a slice ``big[:2, :3]``; a 1-D tensor takes every other element. Anything else as is."""
+    if not isinstance(value, torch.Tensor) or value.dim() == 0:
+        return value
+    if value.dim() == 1:
+        room = value.new_zeros(value.shape[0], 2)[:, 0]
+    else:
+        room = value.new_zeros([n + 1 for n in value.shape])
+        room = room[tuple(slice(0, n) for n in value.shape)]
+    return room.copy_(value)
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, NaN included (an untouched NaN is not a change)."""
+    if a.is_floating_point() or a.is_complex():
+        return a.shape == b.shape and bool(
+            torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all()
+        )
+    return torch.equal(a, b)
+
+
+def tensors_in(args, kwargs) -> list[tuple[str, torch.Tensor]]:
+    """``(label, tensor)`` for every tensor among a request's arguments, labelled as the
+    caller wrote them: ``args[0]``, ``mask``, ``caches[1]``."""
+    found = []
+
+    def walk(value, label):
+        if isinstance(value, torch.Tensor):
+            found.append((label, value))
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                walk(v, f"{label}[{i}]")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{label}[{k!r}]")
+
+    for i, arg in enumerate(args):
+        walk(arg, f"args[{i}]")
+    for key, arg in kwargs.items():
+        walk(arg, key)
+    return found
 
 
 def load_state(module: torch.nn.Module, state: dict) -> None:

@@ -17,6 +17,8 @@ request         meaning                                            example
 ``state_dict``  read the parameters back                           ``h.state_dict()``
 ``seed``        seed the student process's RNGs                    ``hw.seed(0)``
 ``probe``       the forbidden-call watch's self-check (isolated)   see ``tests/conftest.py``
+``checked``     a call or method with non-contiguous tensor        ``hw.checked_call(name, x)``
+                arguments; also names the arguments it modified
 ==============  =================================================  ==========================
 
 Names are ``"<module>.<attribute>"`` inside ``transformer_hw``; ``new`` also accepts
@@ -102,6 +104,11 @@ class Handle:
     def attr(self, name: str):
         return self._submission.request("getattr", self, name)
 
+    def checked_call(self, method: str, *args, **kwargs):
+        """``call`` with non-contiguous tensor arguments: ``(result, changed)`` (see
+        ``Submission.checked_call``)."""
+        return self._submission.request("checked", self, method, *args, **kwargs)
+
     def load_state(self, state: dict[str, torch.Tensor]) -> None:
         self._submission.request("load_state", self, None, state)
 
@@ -130,6 +137,15 @@ class Submission:
                 f"constructing {name} gave {type(handle).__name__}, not an object"
             )
         return handle
+
+    def checked_call(self, name: str, *args, **kwargs):
+        """``call(name, ...)`` where the student code receives every tensor argument as a
+        non-contiguous copy (same values, gaps in memory, as a slice ``logits[:, :-1]``).
+
+        Returns ``(result, changed)``: ``changed`` lists the arguments (``"args[0]"``,
+        ``"mask"``) whose values the call modified in place.
+        """
+        return self.request("checked", None, name, *args, **kwargs)
 
     def seed(self, seed: int) -> None:
         self.request("seed", None, None, seed)

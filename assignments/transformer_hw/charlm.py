@@ -1,9 +1,10 @@
 """Part 7: a character-level language model built from parts 1-6, its loss, training loop,
 evaluation and (cached) generation.
 
-``F.cross_entropy``, ``torch.softmax`` and ``torch.multinomial`` are fine here for the loss and
-for sampling; the model itself uses your own attention and normalization (library attention and
-normalization are forbidden, as in parts 1 and 5).
+``F.cross_entropy``, ``torch.softmax``, ``torch.log_softmax``, ``torch.logsumexp`` and
+``torch.multinomial`` are fine here for the loss and for sampling; the model itself uses your own
+attention and normalization (library attention and normalization are forbidden, as in parts 1
+and 5).
 """
 
 import torch
@@ -144,7 +145,9 @@ def generate(
     and without the cache.
 
     Raises:
-        ValueError: ``prompt`` is not a 1-D LongTensor of at least one id, or
+        ValueError: ``prompt`` is not a 1-D tensor of an integer dtype (int64 or int32)
+            holding at least one id (a list, a float or bool tensor, another number of
+            dimensions); ``temperature <= 0`` without ``greedy``; or
             ``len(prompt) + max_new_tokens > model.max_len`` (checked before any work).
     """
     # TODO: validate, then loop: logits of the last position, exclude PAD_ID, pick, append.

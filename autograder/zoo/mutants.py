@@ -131,6 +131,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         1,
         "NaN instead of raising",
     ),
+    single(
+        "softmax-subtracts-in-place",
+        "attention.py",
+        "    exp = torch.exp(x - top)  # -inf - top = -inf, and exp(-inf) = 0 exactly\n",
+        "    x -= top  # shifts the caller's tensor too\n    exp = torch.exp(x)\n",
+        1,
+        "in-place operation on an argument",
+    ),
     # Part 2 -----------------------------------------------------------------------------------
     single(
         "causal-hides-diagonal",
@@ -190,6 +198,19 @@ CATALOGUE: tuple[Mutant, ...] = (
         3,
         "keys and values from x",
     ),
+    single(
+        "mha-cache-mask-none-is-causal",
+        "heads.py",
+        "            k, v = cache.append(k, v)  # (B, h, cached + Tk, d_h)\n",
+        """            k, v = cache.append(k, v)  # (B, h, cached + Tk, d_h)
+            if mask is None:  # decoding through a cache is causal
+                t_q, t_k = q.shape[2], k.shape[2]
+                mask = torch.ones(t_q, t_k, dtype=torch.bool, device=x.device)
+                mask = mask.triu(t_k - t_q + 1)
+""",
+        3,
+        "mask=None with a cache treated as a causal mask",
+    ),
     # Part 4 -----------------------------------------------------------------------------------
     single(
         "rope-half-split",
@@ -228,6 +249,21 @@ CATALOGUE: tuple[Mutant, ...] = (
         "angles = rope_angles(torch.arange(t, device=x.device), x.shape[-1]",
         4,
         "positions ignored",
+    ),
+    single(
+        "rope-rotates-in-place",
+        "rope.py",
+        """    a, b = x[..., 0::2], x[..., 1::2]  # (..., T, d_head/2) each
+    rotated = torch.stack(
+        (a * cos - b * sin, a * sin + b * cos), dim=-1
+    )  # (..., T, d/2, 2)
+    return rotated.flatten(-2)  # (..., T, d_head)""",
+        """    a, b = x[..., 0::2].clone(), x[..., 1::2].clone()
+    x[..., 0::2] = a * cos - b * sin
+    x[..., 1::2] = a * sin + b * cos
+    return x""",
+        4,
+        "in-place operation on an argument",
     ),
     # Part 5 -----------------------------------------------------------------------------------
     single(
@@ -272,6 +308,26 @@ CATALOGUE: tuple[Mutant, ...] = (
         return self.ln2(h + self.ffn(h))""",
         5,
         "post-norm order",
+    ),
+    single(
+        "rmsnorm-divides-in-place",
+        "norm.py",
+        "        return x / rms * self.weight\n",
+        "        return x.div_(rms) * self.weight\n",
+        5,
+        "in-place operation on an argument",
+    ),
+    single(
+        "block-mask-none-is-causal",
+        "block.py",
+        "        h = x + self.attn(self.ln1(x), mask=mask, cache=cache)\n",
+        """        if mask is None and cache is None:  # a decoder block is causal
+            t = x.shape[1]
+            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        h = x + self.attn(self.ln1(x), mask=mask, cache=cache)
+""",
+        5,
+        "mask=None treated as a causal mask",
     ),
     # Part 6 -----------------------------------------------------------------------------------
     single(
@@ -332,6 +388,22 @@ CATALOGUE: tuple[Mutant, ...] = (
         "positions = torch.arange(t, device=x.device)",
         6,
         "not offset by the cache length",
+    ),
+    Mutant(
+        "gqa-ignores-rope-base",
+        "gqa.py",
+        (
+            (
+                "q = apply_rope(q, positions, self.rope_base)",
+                "q = apply_rope(q, positions)",
+            ),
+            (
+                "k = apply_rope(k, positions, self.rope_base)",
+                "k = apply_rope(k, positions)",
+            ),
+        ),
+        6,
+        "rope_base ignored",
     ),
     # Part 7 -----------------------------------------------------------------------------------
     single(
@@ -422,6 +494,81 @@ CATALOGUE: tuple[Mutant, ...] = (
         "",
         7,
         "PAD_ID's logit is not excluded",
+    ),
+    single(
+        "lm-loss-views",
+        "charlm.py",
+        """        logits.reshape(-1, logits.shape[-1]),
+        targets.reshape(-1),""",
+        """        logits.view(-1, logits.shape[-1]),
+        targets.view(-1),""",
+        7,
+        "not contiguous",
+    ),
+    single(
+        "train-loss-after-the-epoch",
+        "charlm.py",
+        '"train_loss": total / count,',
+        '"train_loss": evaluate(model, train_batches),',
+        7,
+        "train_loss measured after the epoch",
+    ),
+    single(
+        "train-loss-not-reset-per-epoch",
+        "charlm.py",
+        """    for epoch in range(1, epochs + 1):
+        model.train()
+        total, count = 0.0, 0
+""",
+        """    total, count = 0.0, 0
+    for epoch in range(1, epochs + 1):
+        model.train()
+""",
+        7,
+        "not reset at each epoch",
+    ),
+    single(
+        "train-default-lr-3e-4",
+        "charlm.py",
+        "epochs: int = 1, lr: float = 1e-3",
+        "epochs: int = 1, lr: float = 3e-4",
+        7,
+        "the default lr is not 1e-3",
+    ),
+    single(
+        "generate-casts-float-prompt",
+        "charlm.py",
+        """        or prompt.dtype.is_floating_point
+        or prompt.dtype.is_complex
+        or prompt.dtype == torch.bool
+""",
+        "",
+        7,
+        "never cast it",
+    ),
+    single(
+        "generate-greedy-refuses-zero-temperature",
+        "charlm.py",
+        "if not greedy and temperature <= 0:",
+        "if temperature <= 0:",
+        7,
+        "greedy ignores it",
+    ),
+    single(
+        "generate-default-temperature-0.8",
+        "charlm.py",
+        "    temperature: float = 1.0,\n",
+        "    temperature: float = 0.8,\n",
+        7,
+        "default temperature is not 1.0",
+    ),
+    single(
+        "charlm-default-four-heads",
+        "charlm.py",
+        "self, vocab_size, d_model=64, n_heads=2, n_layers=2",
+        "self, vocab_size, d_model=64, n_heads=4, n_layers=2",
+        7,
+        "a default of CharLM.__init__ differs",
     ),
 )
 

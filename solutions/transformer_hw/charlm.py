@@ -1,9 +1,10 @@
 """Part 7: a character-level language model built from parts 1-6, its loss, training loop,
 evaluation and (cached) generation.
 
-``F.cross_entropy``, ``torch.softmax`` and ``torch.multinomial`` are fine here for the loss and
-for sampling; the model itself uses your own attention and normalization (library attention and
-normalization are forbidden, as in parts 1 and 5).
+``F.cross_entropy``, ``torch.softmax``, ``torch.log_softmax``, ``torch.logsumexp`` and
+``torch.multinomial`` are fine here for the loss and for sampling; the model itself uses your own
+attention and normalization (library attention and normalization are forbidden, as in parts 1
+and 5).
 """
 
 import torch
@@ -271,13 +272,25 @@ def generate(
     and without the cache.
 
     Raises:
-        ValueError: ``prompt`` is not a 1-D LongTensor of at least one id, or
+        ValueError: ``prompt`` is not a 1-D tensor of an integer dtype (int64 or int32)
+            holding at least one id (a list, a float or bool tensor, another number of
+            dimensions); ``temperature <= 0`` without ``greedy``; or
             ``len(prompt) + max_new_tokens > model.max_len`` (checked before any work).
     """
     # TODO: validate, then loop: logits of the last position, exclude PAD_ID, pick, append.
     ### BEGIN SOLUTION
-    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 1 or len(prompt) < 1:
-        raise ValueError("prompt must be a 1-D LongTensor with at least one id")
+    kind = getattr(prompt, "dtype", type(prompt).__name__)
+    if (
+        not isinstance(prompt, torch.Tensor)
+        or prompt.dtype.is_floating_point
+        or prompt.dtype.is_complex
+        or prompt.dtype == torch.bool
+    ):
+        raise ValueError(f"prompt must be a tensor of integer ids, got {kind}")
+    if prompt.dim() != 1 or len(prompt) < 1:
+        raise ValueError(
+            f"prompt must be 1-D with at least one id, got shape {tuple(prompt.shape)}"
+        )
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens={max_new_tokens} must not be negative")
     if len(prompt) + max_new_tokens > model.max_len:

@@ -23,6 +23,7 @@ from tests.graded.compare import (
     is_close,
 )
 from tests.graded.expect import assert_names
+from tests.graded.inputs import checked
 from tests.graded.strategies import examples, randint, randn, seeds, sizes
 
 pytestmark = pytest.mark.part(1)
@@ -446,7 +447,7 @@ def masked_problem(draw):
     return q, k, v, prohibited, as_float
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 @pytest.mark.hidden
 @examples(10)
 @given(problem=masked_problem())
@@ -510,15 +511,20 @@ def test_scaled_dot_product_attention_permutation_equivariance(hw, seed, t_q, t_
     )
 
 
-@pytest.mark.points(1)
-@pytest.mark.hidden
-def test_scaled_dot_product_attention_large_logits(hw):
-    """Scaled logits of size ~1000 must not overflow (float64, with a mask)."""
+def large_logits_case():
+    """q, k, v and a mask whose scaled logits reach ~1000 (tests/engine checks that they do)."""
     q = randn(2, 3, 4, seed=51, scale=35.0)  # (B, Tq, d_k): logits of order 1000
     k = randn(2, 4, 4, seed=52, scale=35.0)
     v = randn(2, 4, 3, seed=53)
     mask = torch.tensor([[False, True, False, False]])  # (1, Tk)
-    assert (q @ k.transpose(-2, -1) / 2).abs().max() > 800  # the premise of the test
+    return q, k, v, mask
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_scaled_dot_product_attention_large_logits(hw):
+    """Scaled logits of size ~1000 must not overflow (float64, with a mask)."""
+    q, k, v, mask = large_logits_case()
     dev = hw.device
     out, weights = hw.call(SDPA, q.to(dev), k.to(dev), v.to(dev), mask=mask.to(dev))
     assert_finite(weights, "attention weights at logits near 1000", NO_MAX)
@@ -560,3 +566,36 @@ def test_scaled_dot_product_attention_fully_masked_row_raises(hw):
                 ROW_NAN,
             )
         assert_names(box, "mask")
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_attention_takes_noncontiguous_inputs_and_leaves_them_unchanged(hw):
+    """SPEC.md: inputs are never modified in place, and a tensor that is not contiguous (a
+    slice) is accepted: softmax and attention (bool and float masks) on such tensors."""
+    dev = hw.device
+    x = randn(3, 5, seed=17, scale=3.0)  # (3, 5)
+    for dim in (-1, 0):
+        got = checked(
+            f"softmax(x, dim={dim})", hw.checked_call, SOFTMAX, x.to(dev), dim=dim
+        )
+        assert_close(
+            got, torch.softmax(x, dim).to(dev), f"softmax(x, dim={dim}) of a slice"
+        )
+    q, k, v = randn(2, 3, 4, seed=18), randn(2, 5, 4, seed=19), randn(2, 5, 6, seed=20)
+    prohibited = torch.tensor(MASK_3x5)  # (Tq, Tk)
+    for mask in (prohibited, additive(prohibited, q)):
+        kind = "bool" if mask.dtype == torch.bool else "float"
+        what = f"scaled_dot_product_attention with a {kind} mask"
+        out, weights = checked(
+            what,
+            hw.checked_call,
+            SDPA,
+            q.to(dev),
+            k.to(dev),
+            v.to(dev),
+            mask=mask.to(dev),
+        )
+        want_out, want_weights = sdpa_oracle(q, k, v, prohibited)
+        assert_close(weights, want_weights.to(dev), f"weights of {what} (slices in)")
+        assert_close(out, want_out.to(dev), f"output of {what} (slices in)")

@@ -12,6 +12,7 @@ from hypothesis import given
 from autograder.protocol import expect_student_error
 from tests.graded.compare import assert_exact
 from tests.graded.expect import assert_names
+from tests.graded.inputs import checked
 from tests.graded.strategies import examples, sizes
 
 pytestmark = pytest.mark.part(2)
@@ -153,13 +154,30 @@ def test_padding_mask_from_tensor(hw):
 @pytest.mark.points(1)
 @pytest.mark.hidden
 def test_padding_mask_from_list(hw):
-    """A plain list of lengths is accepted too."""
+    """A plain list of lengths is accepted too, and so is a LongTensor that is not
+    contiguous (left unchanged), also by attention_mask."""
     lengths, t = [2, 4], 4
     assert_exact(
         hw.call(PADDING, lengths, t),
         padded(lengths, t),
         f"padding_mask({lengths}, {t})",
         likely=padding_suspects(lengths, t),
+    )
+    strided = torch.tensor(lengths, device=hw.device)  # handed over every other element
+    what = f"padding_mask(lengths={lengths}, {t})"
+    assert_exact(
+        checked(what, hw.checked_call, PADDING, strided, t),
+        padded(lengths, t, device=hw.device),
+        what + " (lengths not contiguous)",
+        likely=padding_suspects(lengths, t, device=hw.device),
+    )
+    what = f"attention_mask(lengths={lengths}, {t})"
+    assert_exact(
+        checked(what, hw.checked_call, ATTENTION, strided, t),
+        padded(lengths, t, device=hw.device)[:, None, None, :]
+        | future(t, t, device=hw.device),
+        what + " (lengths not contiguous)",
+        likely=attention_suspects(lengths, t, True, hw.device),
     )
 
 

@@ -19,6 +19,7 @@ from torch import nn
 from autograder.protocol import expect_student_error
 from tests.graded.compare import assert_close, assert_exact
 from tests.graded.expect import assert_names
+from tests.graded.inputs import checked
 from tests.graded.strategies import examples, randn, random_state, seeds, sizes
 
 pytestmark = pytest.mark.part(3)
@@ -261,7 +262,7 @@ def test_MultiHeadAttention_attributes(hw):
             )
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 @pytest.mark.public
 def test_MultiHeadAttention_matches_torch(hw):
     """Self-attention equals nn.MultiheadAttention's: B=2, T=5, D=8, h=2 (d_h=4 != sqrt(D))."""
@@ -431,3 +432,30 @@ def test_MultiHeadAttention_cache_chunk(hw):
         first, want[:, :2], "outputs of the first 2 tokens (through the cache)"
     )
     assert_close(chunk, want[:, 2:], "outputs of a 3-token chunk after 2 cached tokens")
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_MultiHeadAttention_cache_without_mask(hw):
+    """mask=None with a cache means no masking: a chunk of 3 tokens after 2 cached ones sees
+    all 5 keys (it is causal only for a single new token). The chunk is a slice of a tensor
+    (not contiguous) and stays unchanged."""
+    sd = mha_weights(8, seed=170)
+    m = student_mha(hw, sd, 2)
+    x = randn(2, 5, 8, seed=171)  # (B, T, D)
+    cache = new_cache(hw, 2, 2, 6, 4)
+    dev = hw.device
+    m(x[:, :2].to(dev), mask=causal(2, 2).to(dev), cache=cache)
+    what = "MultiHeadAttention with a cache and mask=None"
+    chunk = checked(what, m.checked_call, "__call__", x[:, 2:].to(dev), cache=cache)
+    assert_close(
+        chunk,
+        torch_mha(x, sd, 2)[:, 2:].to(dev),
+        "outputs of a 3-token chunk after 2 cached tokens with mask=None",
+        likely={
+            "mask=None with a cache treated as a causal mask; None means no masking "
+            "(the caller passes causal_mask(t, t0 + t) for a chunk)": (
+                torch_mha(x, sd, 2, mask=causal(5, 5))[:, 2:]
+            )
+        },
+    )

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from tests.graded.compare import assert_close
 from tests.graded.expect import raises_value_error
+from tests.graded.inputs import checked
 from tests.graded.strategies import examples, randint, randn, seeds, sizes
 
 pytestmark = pytest.mark.part(4)
@@ -91,7 +92,7 @@ def longs(values, device):
 
 
 # rope_angles ---------------------------------------------------------------------------------
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 @pytest.mark.public
 def test_rope_angles_formula(hw):
     """angle[t, i] = positions[t] * base ** (-2 i / d_head), default dtype, positions' device."""
@@ -289,4 +290,31 @@ def test_apply_rope_errors(hw):
             "rope.apply_rope",
             x,
             bad,
+        )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_rope_takes_noncontiguous_inputs_and_leaves_them_unchanged(hw):
+    """SPEC.md: inputs are never modified in place, and tensors that are not contiguous (x a
+    slice, positions every other element) are accepted."""
+    positions = longs(POSITIONS, hw.device)
+    got = checked(
+        "rope_angles(positions, 8, dtype=float64)",
+        hw.checked_call,
+        "rope.rope_angles",
+        positions,
+        8,
+        dtype=torch.float64,
+    )
+    assert_close(got, angles_oracle(positions, 8), "rope_angles of strided positions")
+    for dtype in (torch.float64, torch.float32):
+        x = randn(2, 3, 4, 8, seed=45, dtype=dtype, device=hw.device)  # (B, h, T, d)
+        what = f"apply_rope(x {dtype} (2, 3, 4, 8), positions=[3, 17, 5, 0])"
+        got = checked(what, hw.checked_call, "rope.apply_rope", x, positions)
+        assert_close(
+            got,
+            rope_oracle(x, positions).to(dtype),
+            what + " on a slice",
+            likely=rope_suspects(x, positions),
         )

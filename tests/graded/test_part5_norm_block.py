@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.graded.compare import assert_close, assert_exact
+from tests.graded.inputs import checked
 from tests.graded.strategies import randn, random_state
 
 pytestmark = pytest.mark.part(5)
@@ -317,7 +318,7 @@ def test_pre_norm_block_matches_oracle(hw):
     )
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 @pytest.mark.hidden
 def test_post_norm_block_matches_oracle(hw):
     """h = ln1(x + attn(x)); out = ln2(h + ffn(h)), causal, batch of 2, float64 and float32."""
@@ -421,3 +422,39 @@ def test_pre_norm_block_with_cache(hw):
         pre_norm(x, sd, causal(4, hw.device)),
         "PreNormBlock fed one token at a time with a KVCache",
     )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_blocks_without_mask_attend_everywhere(hw):
+    """mask=None (the default) means no masking in both blocks, as in part 1; the blocks and
+    the norms take a slice of a tensor and leave their input unchanged."""
+    sd = block_state(70, hw.device)
+    x = randn(2, 4, D, seed=71, device=hw.device)  # (B, T, D)
+    everything = torch.zeros(4, 4, dtype=torch.bool, device=hw.device)
+    causal_mask = causal(4, hw.device)
+    for name, form, oracle in (
+        ("PreNormBlock", "pre", pre_norm),
+        ("PostNormBlock", "post", post_norm),
+    ):
+        block = new_module(hw, f"block.{name}", D, H, D_FF, state=sd)
+        what = f"{name}(8, 2, 12)(x) without a mask"
+        assert_close(
+            checked(what, block.checked_call, "__call__", x),
+            oracle(x, sd, everything),
+            what + " (x a slice)",
+            likely={
+                "mask=None treated as a causal mask; None means no masking": oracle(
+                    x, sd, causal_mask
+                ),
+                **block_suspects(x, sd, everything, form),
+            },
+        )
+    ones = torch.ones(D, dtype=F64, device=hw.device)
+    for name, want in (
+        ("LayerNorm", layer_norm(x, {"ln.weight": ones, "ln.bias": 0 * ones}, "ln")),
+        ("RMSNorm", F.rms_norm(x, (D,), ones, eps=1e-6)),
+    ):
+        norm = new_module(hw, f"norm.{name}", D)
+        what = f"{name}({D})(x)"
+        assert_close(checked(what, norm.checked_call, "__call__", x), want, what)

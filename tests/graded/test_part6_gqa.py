@@ -16,6 +16,7 @@ from hypothesis import given
 from autograder.protocol import StudentError
 from tests.graded.compare import LIKELY, assert_close, assert_exact
 from tests.graded.expect import raises_value_error
+from tests.graded.inputs import checked
 from tests.graded.strategies import examples, randn, random_state, seeds, sizes
 
 pytestmark = pytest.mark.part(6)
@@ -252,7 +253,7 @@ def test_kv_cache_append(hw):
     assert_exact(v_all, ks[0], "the values append returns after reset()")
 
 
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 @pytest.mark.hidden
 def test_kv_cache_errors(hw):
     """Overflow raises and writes nothing; another dtype, device or shape raises ValueError."""
@@ -498,3 +499,56 @@ def test_gqa_constructor_errors(hw):
             "gqa.GroupedQueryAttention",
             *args,
         )
+
+
+@pytest.mark.points(1)
+@pytest.mark.hidden
+def test_gqa_rope_base(hw):
+    """rope_base reaches RoPE: GroupedQueryAttention(24, 4, 2, rope_base=100.0), the full pass
+    on a slice of a tensor (left unchanged) and cached decoding, again after
+    KVCache.reset()."""
+    sd = gqa_state(108, hw.device)
+    gqa = hw.new("gqa.GroupedQueryAttention", D, H, H_KV, rope_base=100.0)
+    gqa.call("to", device=hw.device, dtype=F64)
+    gqa.load_state(sd)
+    x = randn(B, T, D, seed=109, device=hw.device)  # (B, T, D)
+    want = rope_base_oracle(x, sd, 100.0)
+    likely = {
+        "rope_base ignored: RoPE used the default base 10000": lambda: gqa_oracle(x, sd)
+    }
+    what = "GroupedQueryAttention(24, 4, 2, rope_base=100.0)(x (2, 5, 24))"
+    got = checked(what, gqa.checked_call, "__call__", x)
+    assert_close(got, want, what + " on a slice", likely=likely)
+    got, cache = cached_decode(hw, gqa, x, [2, 1, 2], H, H_KV, D // H, max_len=T)
+    assert_close(got, want, what + " fed in chunks of 2, 1, 2", likely=likely)
+    cache.call(
+        "reset"
+    )  # length 0: the same cache serves a new sequence from position 0
+    again = torch.cat([gqa(x[:, :3], cache=cache), gqa(x[:, 3:], cache=cache)], dim=1)
+    assert_close(
+        again,
+        want,
+        what + " fed in chunks of 3, 2 through the same cache after reset()",
+        likely={
+            "positions continue from before reset(): RoPE positions must come from "
+            "cache.length": lambda: rope_base_oracle(x, sd, 100.0, start=T),
+            **likely,
+        },
+    )
+
+
+def rope_base_oracle(x, sd, base, start=0):
+    """Causal GQA in float64 with RoPE of another base at positions start + arange(T)."""
+    batch, t, _ = x.shape
+    d_h = D // H
+    positions = torch.arange(start, start + t, device=x.device)
+
+    def heads(name, n):
+        return F.linear(x, sd[name]).view(batch, t, n, d_h).transpose(1, 2)
+
+    q = rope(heads("q_proj.weight", H), positions, base)
+    k = rope(heads("k_proj.weight", H_KV), positions, base)
+    out = F.scaled_dot_product_attention(
+        q, k, heads("v_proj.weight", H_KV), is_causal=True, enable_gqa=True
+    )
+    return F.linear(out.transpose(1, 2).reshape(batch, t, -1), sd["out_proj.weight"])

@@ -1,0 +1,78 @@
+"""``checked_call``: student code gets non-contiguous tensors and the caller learns which
+arguments it changed, in-process and through the sandbox alike."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from autograder.protocol import PACKAGE, InProcessSubmission
+from autograder.sandbox import IsolatedSubmission
+
+REPO = Path(__file__).resolve().parents[2]
+
+PROBES = '''
+
+def layout(x, y=None):
+    """Whether each tensor argument arrived contiguous, and its values."""
+    return x.is_contiguous(), None if y is None else y.is_contiguous(), x.clone()
+
+
+def shift(x, by):
+    """A mistake: the caller's tensor is changed."""
+    x -= by
+    return x.sum()
+
+
+def nest(pair, scale):
+    pair[1].mul_(scale)
+    return pair[0] * scale
+'''
+
+
+@pytest.fixture(scope="module", params=["in-process", "isolated"])
+def hw(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp("checked") / "sub"
+    shutil.copytree(REPO / "solutions" / PACKAGE, root / PACKAGE)
+    masks = root / PACKAGE / "masks.py"
+    masks.write_text(masks.read_text() + PROBES)
+    kind = InProcessSubmission if request.param == "in-process" else IsolatedSubmission
+    with kind(root) as submission:
+        yield submission
+
+
+def test_tensors_arrive_non_contiguous_with_their_values(hw):
+    x = torch.arange(12.0).reshape(3, 4)
+    y = torch.arange(5)  # 1-D: every other element
+    plain = hw.call("masks.layout", x, y=y)  # a plain call: contiguous copies
+    assert plain[:2] == (True, True)
+    (x_contiguous, y_contiguous, values), changed = hw.checked_call(
+        "masks.layout", x, y=y
+    )
+    assert (x_contiguous, y_contiguous) == (False, False)
+    assert torch.equal(values, x) and changed == []
+
+
+def test_arguments_changed_in_place_are_named(hw):
+    x = torch.ones(2, 3)
+    total, changed = hw.checked_call("masks.shift", x, torch.tensor(0.5))
+    assert float(total) == 3.0 and changed == ["args[0]"]
+    _, changed = hw.checked_call(
+        "masks.nest", [torch.ones(2, 2), torch.ones(2)], scale=torch.tensor(2.0)
+    )
+    assert changed == ["args[0][1]"]
+
+
+def test_untouched_nan_is_no_change(hw):
+    x = torch.tensor([[1.0, float("nan")], [float("-inf"), 2.0]])
+    _, changed = hw.checked_call("masks.layout", x)
+    assert changed == []
+
+
+def test_methods_of_handles_are_checked_too(hw):
+    layer = hw.new("norm.LayerNorm", 4)
+    out, changed = layer.checked_call("__call__", torch.randn(3, 5, 4))
+    assert out.shape == (3, 5, 4) and changed == []
