@@ -382,8 +382,8 @@ def _error(type_name: str, message: str) -> StudentError:
 
 def _label(op: str, target: HandleRef | None, name: str | None) -> str:
     if target is None:
-        return name if op in ("call", "new") else op
-    if op == "method" and name == "__call__":
+        return name if op in ("call", "new", "checked") else op
+    if op in ("method", "checked") and name == "__call__":
         return f"{target.type_name}.forward"
     return f"{target.type_name}.{name}" if name else f"{target.type_name}.{op}"
 
