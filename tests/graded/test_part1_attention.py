@@ -9,7 +9,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,6 +22,8 @@ from tests.graded.compare import (
     is_close,
 )
 from tests.graded.expect import assert_names
+from tests.graded.mistakes import AFTER
+from tests.graded.oracles import additive, attend, sdpa_oracle, sdpa_suspects
 from tests.graded.strategies import examples, randint, randn, seeds, sizes
 
 pytestmark = pytest.mark.part(1)
@@ -32,69 +33,11 @@ SDPA = "attention.scaled_dot_product_attention"
 INF = float("inf")
 
 # Known mistakes, as the failure message names them.
-NO_SCALE = "scores not scaled by 1/sqrt(d_k)"
-SCALE_DK = "scores scaled by 1/d_k instead of 1/sqrt(d_k)"
-SCALE_DV = "scores scaled by 1/sqrt(d_v) instead of 1/sqrt(d_k)"
-WRONG_AXIS = "softmax over the queries axis (dim=-2) instead of the keys (dim=-1)"
-AFTER = "mask applied after the softmax without renormalizing"
-INVERTED = "bool mask inverted (True treated as permitted; True means prohibited)"
 NO_MAX = "no max subtraction in the softmax: exp overflows at logits near 1000"
 ROW_NAN = "a fully masked row gives NaN instead of raising ValueError"
 
 
 # Oracles -----------------------------------------------------------------------------------
-def additive(mask, like: torch.Tensor) -> torch.Tensor:
-    """A mask as the float tensor added to the scores: 0 permitted, -inf prohibited."""
-    if mask is None:
-        return torch.zeros_like(like)
-    if mask.dtype == torch.bool:
-        return torch.zeros(mask.shape, dtype=like.dtype).masked_fill(mask, -INF)
-    return mask.to(like.dtype)
-
-
-def attend(q, k, v, mask=None, scale=None, axis=-1, after=False):
-    """Attention by the formula in float64; the knobs reproduce known mistakes."""
-    q, k, v = q.double(), k.double(), v.double()
-    if scale is None:
-        scale = 1 / math.sqrt(q.shape[-1])
-    scores = q @ k.transpose(-2, -1) * scale  # (..., Tq, Tk)
-    bias = additive(mask, scores)
-    if after:  # softmax over all keys, then zero the prohibited ones
-        weights = torch.softmax(scores, axis) * (bias == 0)
-    else:
-        weights = torch.softmax(scores + bias, axis)
-    return weights @ v, weights  # (..., Tq, d_v), (..., Tq, Tk)
-
-
-def sdpa_oracle(q, k, v, mask=None):
-    """torch's attention output (float64) and the weights by the formula."""
-    q, k, v = q.double(), k.double(), v.double()
-    if mask is not None and mask.dtype == torch.bool:
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask)
-    else:
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=None if mask is None else mask.double()
-        )
-    return out, attend(q, k, v, mask)[1]
-
-
-def attention_suspects(q, k, v, mask=None):
-    """(out, weights) of each known mistake, keyed by its diagnosis."""
-    d_k, d_v = q.shape[-1], v.shape[-1]
-    suspects = {
-        NO_SCALE: attend(q, k, v, mask, scale=1.0),
-        SCALE_DK: attend(q, k, v, mask, scale=1 / d_k),
-        WRONG_AXIS: attend(q, k, v, mask, axis=-2),
-    }
-    if d_v != d_k:
-        suspects[SCALE_DV] = attend(q, k, v, mask, scale=1 / math.sqrt(d_v))
-    if mask is not None:
-        suspects[AFTER] = attend(q, k, v, mask, after=True)
-        if mask.dtype == torch.bool:
-            suspects[INVERTED] = attend(q, k, v, ~mask)
-    return suspects
-
-
 def unnormalized(weights, want: torch.Tensor):
     """``weights`` when they are the right weights times a per-row factor below 1: the
     normalizer still counted the prohibited keys (masked after the softmax, in any form)."""
@@ -130,7 +73,7 @@ def check_attention(hw, q, k, v, mask=None, dtype=torch.float64, what=""):
 
     out, weights = hw.call(SDPA, put(q), put(k), put(v), mask=put(mask))
     want_out, want_weights = sdpa_oracle(q, k, v, mask)
-    suspects = attention_suspects(q, k, v, mask)
+    suspects = sdpa_suspects(q, k, v, mask)
     assert_close(
         weights,
         want_weights.to(dev, dtype),
@@ -277,7 +220,7 @@ def test_scaled_dot_product_attention_example_412_7(hw):
     k[:, 0] = torch.tensor([0.0, math.log(2), math.log(4)], dtype=torch.float64)
     v = torch.tensor([[2.0], [7.0], [99.0]], dtype=torch.float64)  # (Tk=3, d_v=1)
     out, weights = hw.call(SDPA, q.to(hw.device), k.to(hw.device), v.to(hw.device))
-    suspects = attention_suspects(q, k, v)
+    suspects = sdpa_suspects(q, k, v)
     want_w = torch.tensor([[1.0, 2.0, 4.0]], dtype=torch.float64) / 7
     assert_close(
         weights,
@@ -304,7 +247,7 @@ def test_scaled_dot_product_attention_example_16_3(hw):
     out, weights = hw.call(
         SDPA, q.to(hw.device), k.to(hw.device), v.to(hw.device), mask=mask.to(hw.device)
     )
-    suspects = attention_suspects(q, k, v, mask)  # e.g. mask after the softmax: 16/7
+    suspects = sdpa_suspects(q, k, v, mask)  # e.g. mask after the softmax: 16/7
     want_w = torch.tensor([[1 / 3, 2 / 3, 0.0]], dtype=torch.float64)
     assert_close(
         weights,
@@ -345,7 +288,7 @@ def test_scaled_dot_product_attention_example_q0(hw):
         dtype=torch.float64,
     )  # (3, 4)
     out, weights = hw.call(SDPA, q.to(hw.device), k.to(hw.device), v.to(hw.device))
-    suspects = attention_suspects(q, k, v)
+    suspects = sdpa_suspects(q, k, v)
     assert_near(
         weights,
         torch.tensor(
@@ -479,7 +422,7 @@ def test_scaled_dot_product_attention_weight_properties(hw, problem):
         weights,
         want.to(dev),
         "attention weights",
-        likely=weight_suspects(attention_suspects(q, k, v, prohibited), weights, want),
+        likely=weight_suspects(sdpa_suspects(q, k, v, prohibited), weights, want),
     )
 
 
@@ -506,7 +449,7 @@ def test_scaled_dot_product_attention_permutation_equivariance(hw, seed, t_q, t_
         out,
         attend(q, k, v)[0].to(dev),
         "attention output",
-        likely={name: o for name, (o, _) in attention_suspects(q, k, v).items()},
+        likely={name: o for name, (o, _) in sdpa_suspects(q, k, v).items()},
     )
 
 

@@ -12,6 +12,19 @@ import torch
 import torch.nn.functional as F
 
 from tests.graded.compare import assert_close, assert_exact
+from tests.graded.mistakes import RESIDUAL, RESIDUALS
+from tests.graded.oracles import (
+    block_suspects,
+    feed_forward,
+    future,
+    layer_norm,
+    layer_norm_suspects,
+    post_norm,
+    pre_norm,
+    pre_norm_residual_of_normalized,
+    pre_norm_residuals_of_normalized,
+    rms_suspects,
+)
 from tests.graded.strategies import randn, random_state
 
 pytestmark = pytest.mark.part(5)
@@ -21,120 +34,6 @@ D, H, D_FF = 8, 2, 12  # model width, heads, feed-forward width (d_h = 4)
 
 
 # Oracles ------------------------------------------------------------------------------------
-def layer_norm(x, sd, name, eps=1e-5):
-    return F.layer_norm(
-        x, x.shape[-1:], sd[f"{name}.weight"], sd[f"{name}.bias"], eps=eps
-    )
-
-
-def layer_norm_unbiased(x, sd, name, eps=1e-5):
-    """The mistake: variance divided by d - 1."""
-    var = x.var(dim=-1, keepdim=True, unbiased=True)
-    return (x - x.mean(-1, keepdim=True)) / torch.sqrt(var + eps) * sd[
-        f"{name}.weight"
-    ] + sd[f"{name}.bias"]
-
-
-def layer_norm_eps_outside(x, sd, name, eps=1e-5):
-    """The mistake: ``sqrt(var) + eps``."""
-    var = x.var(dim=-1, keepdim=True, unbiased=False)
-    return (x - x.mean(-1, keepdim=True)) / (torch.sqrt(var) + eps) * sd[
-        f"{name}.weight"
-    ] + sd[f"{name}.bias"]
-
-
-def layer_norm_suspects(x, sd, eps, name="ln"):
-    return {
-        "LayerNorm with the unbiased variance (divide by d - 1); it must divide by d": (
-            lambda: layer_norm_unbiased(x, sd, name, eps)
-        ),
-        "eps added outside the square root: use sqrt(var + eps)": (
-            lambda: layer_norm_eps_outside(x, sd, name, eps)
-        ),
-    }
-
-
-def rms_suspects(x, weight, eps):
-    ms = (x * x).mean(-1, keepdim=True)
-    centered = x - x.mean(-1, keepdim=True)
-    return {
-        "RMSNorm subtracts the mean; it must not (that is LayerNorm)": lambda: (
-            F.rms_norm(centered, x.shape[-1:], weight, eps=eps)
-        ),
-        "eps added outside the square root: use sqrt(mean(x^2) + eps)": lambda: (
-            x / (torch.sqrt(ms) + eps) * weight
-        ),
-    }
-
-
-def feed_forward(x, sd, prefix="ffn."):
-    hidden = F.relu(F.linear(x, sd[prefix + "fc1.weight"], sd[prefix + "fc1.bias"]))
-    return F.linear(hidden, sd[prefix + "fc2.weight"], sd[prefix + "fc2.bias"])
-
-
-def attention(x, sd, mask, prefix="attn."):
-    """Multi-head self-attention with the loaded projections; ``mask`` True = prohibited."""
-    batch, t, d = x.shape
-
-    def heads(name):  # (B, h, T, d_h)
-        y = F.linear(x, sd[f"{prefix}{name}.weight"], sd[f"{prefix}{name}.bias"])
-        return y.view(batch, t, H, d // H).transpose(1, 2)
-
-    out = F.scaled_dot_product_attention(
-        heads("q_proj"), heads("k_proj"), heads("v_proj"), attn_mask=~mask
-    )  # (B, h, T, d_h)
-    out = out.transpose(1, 2).reshape(batch, t, d)
-    return F.linear(out, sd[f"{prefix}out_proj.weight"], sd[f"{prefix}out_proj.bias"])
-
-
-def pre_norm(x, sd, mask):
-    h = x + attention(layer_norm(x, sd, "ln1"), sd, mask)
-    return h + feed_forward(layer_norm(h, sd, "ln2"), sd)
-
-
-def post_norm(x, sd, mask):
-    h = layer_norm(x + attention(x, sd, mask), sd, "ln1")
-    return layer_norm(h + feed_forward(h, sd), sd, "ln2")
-
-
-def pre_norm_residual_of_normalized(x, sd, mask):
-    """The course notebook's mistake: the residual adds ``ln1(x)``, not ``x``."""
-    n = layer_norm(x, sd, "ln1")
-    h = n + attention(n, sd, mask)
-    return h + feed_forward(layer_norm(h, sd, "ln2"), sd)
-
-
-def pre_norm_residuals_of_normalized(x, sd, mask):
-    """The same mistake in both sub-layers: ``ln(x) + f(ln(x))``."""
-    n = layer_norm(x, sd, "ln1")
-    h = n + attention(n, sd, mask)
-    n2 = layer_norm(h, sd, "ln2")
-    return n2 + feed_forward(n2, sd)
-
-
-RESIDUAL = "the residual adds the normalized tensor (h = ln1(x) + attn(ln1(x))); add the incoming x"
-RESIDUALS = "the residuals add the normalized tensors (ln(x) + f(ln(x))); add the incoming tensors"
-
-
-def block_suspects(x, sd, mask, form):
-    if form == "pre":
-        return {
-            "pre- and post-norm swapped (this is the post-norm order)": lambda: (
-                post_norm(x, sd, mask)
-            ),
-            RESIDUAL: lambda: pre_norm_residual_of_normalized(x, sd, mask),
-            RESIDUALS: lambda: pre_norm_residuals_of_normalized(x, sd, mask),
-        }
-    return {
-        "pre- and post-norm swapped (this is the pre-norm order)": lambda: pre_norm(
-            x, sd, mask
-        ),
-    }
-
-
-def causal(t, device):
-    """(T, T) bool, True = key in the future (prohibited)."""
-    return torch.ones(t, t, dtype=torch.bool, device=device).triu(1)
 
 
 def block_state(seed, device):
@@ -308,7 +207,7 @@ def test_pre_norm_block_matches_oracle(hw):
     sd = block_state(60, hw.device)
     block = new_module(hw, "block.PreNormBlock", D, H, D_FF, state=sd)
     x = randn(2, 5, D, seed=61, device=hw.device)  # (B, T, D)
-    mask = causal(5, hw.device)
+    mask = future(5, 5, device=hw.device)
     assert_close(
         block(x, mask=mask),
         pre_norm(x, sd, mask),
@@ -322,7 +221,7 @@ def test_pre_norm_block_matches_oracle(hw):
 def test_post_norm_block_matches_oracle(hw):
     """h = ln1(x + attn(x)); out = ln2(h + ffn(h)), causal, batch of 2, float64 and float32."""
     sd = block_state(62, hw.device)
-    mask = causal(4, hw.device)
+    mask = future(4, 4, device=hw.device)
     for dtype in (F64, torch.float32):
         block = new_module(
             hw,
@@ -353,7 +252,7 @@ def test_pre_norm_block_zeroed_branch(hw):
         sd[name] = torch.zeros_like(sd[name])
     block = new_module(hw, "block.PreNormBlock", D, H, D_FF, state=sd)
     x = randn(2, 4, D, seed=65, device=hw.device)  # (B, T, D)
-    mask = causal(4, hw.device)
+    mask = future(4, 4, device=hw.device)
     ln1 = layer_norm(x, sd, "ln1")
     assert_exact(
         block(x, mask=mask),
@@ -399,7 +298,7 @@ def test_post_norm_block_zeroed_branch(hw):
     block = new_module(hw, "block.PostNormBlock", D, H, D_FF, state=sd)
     x = randn(2, 4, D, seed=67, device=hw.device)  # (B, T, D)
     assert_close(
-        block(x, mask=causal(4, hw.device)),
+        block(x, mask=future(4, 4, device=hw.device)),
         layer_norm(layer_norm(x, sd, "ln1"), sd, "ln2"),
         "PostNormBlock with attn.out_proj and ffn.fc2 zeroed (should be ln2(ln1(x)))",
         likely={"pre- and post-norm swapped (this is the pre-norm order)": x},
@@ -417,6 +316,6 @@ def test_pre_norm_block_with_cache(hw):
     steps = [block(x[:, t : t + 1], cache=cache) for t in range(4)]  # (B, 1, D) each
     assert_close(
         torch.cat(steps, dim=1),
-        pre_norm(x, sd, causal(4, hw.device)),
+        pre_norm(x, sd, future(4, 4, device=hw.device)),
         "PreNormBlock fed one token at a time with a KVCache",
     )
