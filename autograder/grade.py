@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import intake
-from autograder.check import REPO, SuiteError, TestResult, run_suite
 from autograder.forbidden import by_part
+from autograder.runner import REPO, SuiteError, TestResult, run_suite
 
 __all__ = [
     "Graded",
