@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -132,7 +131,8 @@ def _device(name: str) -> str:
 def _command(commands, name: str, **kwargs) -> argparse.ArgumentParser:
     """The sub-command ``name``, offered only where ``autograder.<name>`` ships (the student
     handout carries ``check`` alone); elsewhere a parser that nothing reaches."""
-    if importlib.util.find_spec(f"autograder.{name}") is None:
+    here = Path(__file__).parent
+    if not (here / f"{name}.py").is_file() and not (here / name).is_dir():
         return argparse.ArgumentParser(prog=name, add_help=False)
     return commands.add_parser(name, **kwargs)
 

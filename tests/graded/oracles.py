@@ -56,6 +56,11 @@ def additive(mask, like: torch.Tensor) -> torch.Tensor:
     return mask.to(like.dtype)
 
 
+def softmax(x, dim=-1):
+    """torch's softmax in float64."""
+    return torch.softmax(x.double(), dim)
+
+
 def attend(q, k, v, mask=None, scale=None, axis=-1, after=False):
     """Attention by the formula in float64; the knobs reproduce known mistakes."""
     q, k, v = q.double(), k.double(), v.double()
@@ -359,6 +364,11 @@ def layer_norm_suspects(x, sd, eps, name="ln"):
     }
 
 
+def rms_norm(x, weight, eps):
+    """torch's RMSNorm over the last axis (float64 in, float64 out)."""
+    return F.rms_norm(x, x.shape[-1:], weight, eps=eps)
+
+
 def rms_suspects(x, weight, eps):
     ms = (x * x).mean(-1, keepdim=True)
     centered = x - x.mean(-1, keepdim=True)
@@ -493,6 +503,14 @@ def gqa_suspects(x, sd, n_heads=4, n_kv=2):
     }
 
 
+def repeat_kv(x, n_rep, tiled=False):
+    """Each kv head of ``x (B, h_kv, T, d)`` repeated ``n_rep`` times in place: query head j
+    uses kv head j // n_rep. ``tiled=True``: the mistake [k0, k1, k0, k1]."""
+    if tiled:
+        return x.repeat(1, n_rep, 1, 1)
+    return x.repeat_interleave(n_rep, dim=1)
+
+
 def restarting_positions(chunks, device):
     """The mistake of cached decoding: every chunk's positions restart at 0."""
     return torch.cat([torch.arange(c, device=device) for c in chunks])
@@ -549,10 +567,36 @@ def encode(text: str) -> list[int]:
     return [CHARS.index(c) + 1 for c in text]
 
 
+def from_student_outputs(oracle):
+    """Mark an oracle whose arguments are the student's own outputs: nothing can be stored for
+    it at release, so the handout's tests that need it run only when graded."""
+    oracle.from_student_outputs = True
+    return oracle
+
+
+@from_student_outputs
+def losses_of(batches) -> list[dict[str, float]]:
+    """Per ``(logits (B, T, V), targets (B, T))`` batch, from F.cross_entropy: the summed
+    loss ``sum``, the real targets ``n``, all positions ``t``, and ``sum0``, the sum with
+    padding scored as class 0."""
+    out = []
+    for logits, targets in batches:
+        flat = logits.double().reshape(-1, logits.shape[-1])
+        targets = targets.to(logits.device).reshape(-1)
+        total = F.cross_entropy(flat, targets, ignore_index=IGNORE, reduction="sum")
+        as_class = F.cross_entropy(flat, targets.clamp(min=0), reduction="sum")
+        n = int((targets != IGNORE).sum())
+        out.append(
+            {"sum": total.item(), "n": n, "t": targets.numel(), "sum0": as_class.item()}
+        )
+    return out
+
+
 def scalar(x: float) -> torch.Tensor:
     return torch.tensor(x, dtype=torch.float64)
 
 
+@from_student_outputs
 def corpus_mean(losses, key="sum") -> torch.Tensor:
     """Total loss / total real targets: what evaluate and train's train_loss report."""
     return scalar(sum(b[key] for b in losses) / sum(b["n"] for b in losses))
@@ -562,6 +606,7 @@ def mean_of_means(losses) -> torch.Tensor:
     return scalar(sum(b["sum"] / b["n"] for b in losses) / len(losses))
 
 
+@from_student_outputs
 def eval_suspects(losses) -> dict[str, torch.Tensor]:
     """What evaluate returns under known mistakes (its own, or lm_loss's through it)."""
     return {
@@ -573,6 +618,7 @@ def eval_suspects(losses) -> dict[str, torch.Tensor]:
     }
 
 
+@from_student_outputs
 def train_suspects(losses) -> dict[str, torch.Tensor]:
     """What train's train_loss is under known mistakes, from the batches' losses."""
     tokens = sum(b["n"] for b in losses)

@@ -8,9 +8,9 @@ output (``batch_losses``), so a forward bug costs the forward tests, not these.
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from autograder.protocol import StudentError
+from tests.graded.answers import losses_of
 from tests.graded.compare import LIKELY
 from tests.graded.strategies import random_state
 
@@ -135,18 +135,7 @@ def three_batches():
 
 
 def batch_losses(hw, m, batches) -> list[dict[str, float]]:
-    """Per batch, from the student's forward and F.cross_entropy: the summed loss
-    ``sum``, the real targets ``n``, all positions ``t``, and ``sum0``, the sum with
-    padding scored as class 0."""
-    out = []
-    for inputs, targets in batches:
-        logits = m(inputs.to(hw.device)).double()  # (B, T, V)
-        flat = logits.reshape(-1, logits.shape[-1])
-        targets = targets.to(hw.device).reshape(-1)
-        total = F.cross_entropy(flat, targets, ignore_index=IGNORE, reduction="sum")
-        as_class = F.cross_entropy(flat, targets.clamp(min=0), reduction="sum")
-        n = int((targets != IGNORE).sum())
-        out.append(
-            {"sum": total.item(), "n": n, "t": targets.numel(), "sum0": as_class.item()}
-        )
-    return out
+    """Per batch, the losses (``oracles.losses_of``) of the student's own forward output."""
+    return losses_of(
+        [(m(inputs.to(hw.device)).double(), targets) for inputs, targets in batches]
+    )

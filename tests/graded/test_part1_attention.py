@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autograder.protocol import expect_student_error
+from tests.graded.answers import additive, attend, sdpa_oracle, sdpa_suspects, softmax
 from tests.graded.compare import (
     LIKELY,
     assert_close,
@@ -23,7 +24,6 @@ from tests.graded.compare import (
 )
 from tests.graded.expect import assert_names
 from tests.graded.mistakes import AFTER
-from tests.graded.oracles import additive, attend, sdpa_oracle, sdpa_suspects
 from tests.graded.strategies import examples, randint, randn, seeds, sizes
 
 pytestmark = pytest.mark.part(1)
@@ -112,14 +112,12 @@ def test_softmax_matches_formula(hw):
     for dtype in (torch.float32, torch.float64):
         x = randn(3, 5, seed=11, scale=3.0, dtype=dtype)  # (3, 5)
         got = hw.call(SOFTMAX, x.to(hw.device))
-        want = torch.softmax(x.double(), -1).to(hw.device, dtype)
+        want = softmax(x, -1).to(hw.device, dtype)
         assert_close(
             got,
             want,
             f"softmax of a {dtype} (3, 5) tensor",
-            likely={
-                "softmax over dim 0 instead of dim=-1": torch.softmax(x.double(), 0)
-            },
+            likely={"softmax over dim 0 instead of dim=-1": softmax(x, 0)},
         )
 
 
@@ -133,10 +131,10 @@ def test_softmax_other_dims(hw):
         e = torch.exp(x - x.amax(-1, keepdim=True))
         assert_close(
             got,
-            torch.softmax(x, dim).to(hw.device),
+            softmax(x, dim).to(hw.device),
             f"softmax(x, dim={dim}) of a (2, 3, 4) tensor",
             likely={
-                "softmax ignores dim (always normalizes over the last axis)": torch.softmax(
+                "softmax ignores dim (always normalizes over the last axis)": softmax(
                     x, -1
                 ),
                 "max subtracted along the last axis instead of dim": e
@@ -159,7 +157,7 @@ def test_softmax_stable_large_logits(hw):
         got = hw.call(SOFTMAX, x.to(hw.device))
         what = f"softmax of {dtype} logits near +-1000"
         assert_finite(got, what, NO_MAX)
-        assert_close(got, torch.softmax(x.double(), -1).to(hw.device, dtype), what)
+        assert_close(got, softmax(x, -1).to(hw.device, dtype), what)
 
 
 @pytest.mark.points(1)
@@ -187,7 +185,7 @@ def test_softmax_neg_inf_gets_exact_zero(hw):
         torch.ones(3, device=hw.device),
         "row sums of the softmax",
     )
-    assert_close(got, torch.softmax(x.double(), -1).float().to(hw.device), "softmax")
+    assert_close(got, softmax(x, -1).float().to(hw.device), "softmax")
 
 
 @pytest.mark.points(1)

@@ -10,15 +10,15 @@ import torch
 from hypothesis import given
 
 from autograder.protocol import expect_student_error
-from tests.graded.compare import assert_exact
-from tests.graded.expect import assert_names
-from tests.graded.oracles import (
+from tests.graded.answers import (
     attention_mask_suspects,
     causal_suspects,
     future,
     padded,
     padding_suspects,
 )
+from tests.graded.compare import assert_exact
+from tests.graded.expect import assert_names
 from tests.graded.strategies import examples, sizes
 
 pytestmark = pytest.mark.part(2)

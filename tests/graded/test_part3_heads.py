@@ -16,10 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autograder.protocol import expect_student_error
-from tests.graded.compare import assert_close, assert_exact
-from tests.graded.expect import assert_names
-from tests.graded.mistakes import MERGE_NO_T, SPLIT_NO_T
-from tests.graded.oracles import (
+from tests.graded.answers import (
     future,
     heads_no_transpose,
     heads_of,
@@ -28,6 +25,9 @@ from tests.graded.oracles import (
     width_no_transpose,
     width_of,
 )
+from tests.graded.compare import assert_close, assert_exact
+from tests.graded.expect import assert_names
+from tests.graded.mistakes import MERGE_NO_T, SPLIT_NO_T
 from tests.graded.strategies import examples, randn, random_state, seeds, sizes
 
 pytestmark = pytest.mark.part(3)

@@ -12,9 +12,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.graded.answers import angles_oracle, rope_oracle, rope_suspects
 from tests.graded.compare import assert_close
 from tests.graded.expect import raises_value_error
-from tests.graded.oracles import angles_oracle, rope_oracle, rope_suspects
 from tests.graded.strategies import examples, randint, randn, seeds, sizes
 
 pytestmark = pytest.mark.part(4)

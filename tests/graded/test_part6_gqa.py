@@ -14,9 +14,15 @@ import torch.nn.functional as F
 from hypothesis import given
 
 from autograder.protocol import StudentError
+from tests.graded.answers import (
+    gqa_oracle,
+    gqa_suspects,
+    project,
+    repeat_kv,
+    restarting_positions,
+)
 from tests.graded.compare import LIKELY, assert_close, assert_exact
 from tests.graded.expect import raises_value_error
-from tests.graded.oracles import gqa_oracle, gqa_suspects, project, restarting_positions
 from tests.graded.strategies import examples, randn, random_state, seeds, sizes
 
 pytestmark = pytest.mark.part(6)
@@ -129,11 +135,11 @@ def test_repeat_kv_interleaves(hw):
         x = randn(*shape, seed=70 + n_rep, device=hw.device)  # (B, h_kv, T, d)
         assert_exact(
             hw.call("gqa.repeat_kv", x, n_rep),
-            x.repeat_interleave(n_rep, dim=1),
+            repeat_kv(x, n_rep),
             f"repeat_kv(x {shape}, n_rep={n_rep})",
             likely={
                 "kv heads tiled ([k0, k1, k0, k1]) instead of each repeated n_rep times in "
-                "place ([k0, k0, k1, k1])": x.repeat(1, n_rep, 1, 1)
+                "place ([k0, k0, k1, k1])": repeat_kv(x, n_rep, tiled=True)
             },
         )
 

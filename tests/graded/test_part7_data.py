@@ -3,12 +3,12 @@
 import pytest
 import torch
 
-from tests.graded.compare import assert_exact
-from tests.graded.expect import raises_value_error
-from tests.graded.oracles import (
+from tests.graded.answers import (
     batch_oracle,
     encode,
 )
+from tests.graded.compare import assert_exact
+from tests.graded.expect import raises_value_error
 from tests.graded.part7_setup import (
     CHARS,
     CORPUS,

@@ -4,10 +4,7 @@
 import pytest
 import torch
 
-from tests.graded.compare import LIKELY, assert_close
-from tests.graded.expect import raises_value_error
-from tests.graded.mistakes import PAD_AS_CLASS, PAD_COUNTED
-from tests.graded.oracles import (
+from tests.graded.answers import (
     batch_oracle,
     ce,
     corpus_mean,
@@ -15,6 +12,9 @@ from tests.graded.oracles import (
     eval_suspects,
     train_suspects,
 )
+from tests.graded.compare import LIKELY, assert_close
+from tests.graded.expect import raises_value_error
+from tests.graded.mistakes import PAD_AS_CLASS, PAD_COUNTED
 from tests.graded.part7_setup import (
     CHARS,
     EVALUATE,

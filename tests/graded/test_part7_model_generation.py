@@ -7,15 +7,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.graded.compare import LIKELY, assert_close, assert_exact
-from tests.graded.expect import raises_value_error
-from tests.graded.oracles import (
+from tests.graded.answers import (
     batch_oracle,
     ce,
     encode,
     oracle_greedy,
     oracle_logits,
 )
+from tests.graded.compare import LIKELY, assert_close, assert_exact
+from tests.graded.expect import raises_value_error
 from tests.graded.part7_setup import (
     AT_MAX_LEN,
     CHARS,
