@@ -309,13 +309,18 @@ def build_handout(out: Path, repo: Path = REPO) -> Path:
             text = strip_hidden_tests(text, path.name)
             public |= _test_names(text)
         _write(out / "tests" / "graded" / path.name, text)
+    _refuse_leaks(out, repo)  # before the slow part
     record_answers(out / "tests" / "graded" / "answers.pt", repo)
     notebook = write_notebook(out / NOTEBOOK)
     _write(out / "README.md", student_readme(public, notebook))
+    _refuse_leaks(out, repo)
+    return _zip_folder(out, out.with_suffix(".zip"))
+
+
+def _refuse_leaks(out: Path, repo: Path) -> None:
     leaks = find_leaks(out, repo / "solutions" / PACKAGE, repo / ORACLES)
     if leaks:
         raise ReleaseError("the handout would leak: " + "; ".join(leaks))
-    return _zip_folder(out, out.with_suffix(".zip"))
 
 
 def record_answers(path: Path, repo: Path = REPO) -> None:

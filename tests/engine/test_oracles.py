@@ -55,3 +55,25 @@ def test_a_second_copy_of_an_oracle_is_found(tmp_path):
     assert duplicated_oracles(tmp_path) == [
         "test_part2_masks.py: later (oracles.future)"
     ]
+
+
+def test_tests_reach_the_oracles_only_through_the_answers():
+    """In the handout the answer key is absent and ``tests.graded.answers`` serves its values:
+    a test module that imported ``tests.graded.oracles`` itself would not even import there."""
+    direct = []
+    for path in sorted(GRADED.glob("*.py")):
+        if path.name in ("oracles.py", "answers.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            if isinstance(node, ast.ImportFrom) and node.module == "tests.graded":
+                names = [f"tests.graded.{a.name}" for a in node.names]
+            if "tests.graded.oracles" in names:
+                direct.append(path.name)
+    assert direct == [], "import the oracles from tests.graded.answers"
