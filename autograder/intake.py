@@ -46,9 +46,7 @@ def find(paths: list[Path]) -> list[tuple[str, Path]]:
     for path in map(Path, paths):
         if _is_zip(path):
             found.append((path.stem, path))
-        elif path.is_dir() and (
-            _holds_modules(path) or len(_module_folders(path)) == 1
-        ):
+        elif path.is_dir() and _holds_modules(path):
             found.append((path.name, path))
         elif path.is_dir():
             entries = [
@@ -58,6 +56,8 @@ def find(paths: list[Path]) -> list[tuple[str, Path]]:
             with_package = [c for c in inner if _is_zip(c) or _package_dir(c)]
             if len(inner) == 1:
                 found.append((path.name, inner[0] if _is_zip(inner[0]) else path))
+            elif not any(map(_is_zip, inner)) and len(_module_folders(path)) == 1:
+                found.append((path.name, path))  # one package, deeper down
             elif with_package:
                 found += [(c.stem if _is_zip(c) else c.name, c) for c in with_package]
             else:
