@@ -1,4 +1,4 @@
-"""The ``autograder`` command line: one sub-command per job (see AUTOGRADER.md)."""
+"""The ``autograder`` command line: one sub-command per job (the ones that ship here)."""
 
 from __future__ import annotations
 

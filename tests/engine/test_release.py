@@ -128,30 +128,33 @@ def test_every_readme_command_works_from_the_unpacked_zip(handout, tmp_path):
     """A student's path: unpack the zip, run every command block of its README in order.
 
     The README makes a virtual environment and installs torch into it. To stay lean (no copy of
-    torch, no network) the environment is seeded with a ``.pth`` file naming this
-    interpreter's site-packages, so torch and the other requirements are already there: the
-    README's ``pip install`` lines then find them satisfied, and ``pip install -e .`` installs
-    only the handout itself (from the local wheels pip is configured with).
+    torch, no network) the new environment is seeded, right after the README makes it, with a
+    ``.pth`` file naming this interpreter's site-packages, so torch and the other requirements
+    are already there: the README's ``pip install`` lines find them satisfied, and
+    ``pip install -e .`` installs only the handout itself (from the local wheels pip is
+    configured with). pip may install into that environment only.
     """
     with zipfile.ZipFile(handout) as archive:
         archive.extractall(tmp_path)
     folder = tmp_path / "handout"
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    seed = folder / ".venv" / "lib" / version / "site-packages" / "_reuse.pth"
-    seed.parent.mkdir(parents=True)
-    seed.write_text("\n".join(site.getsitepackages()) + "\n")
+    seed = f".venv/lib/{version}/site-packages/_reuse.pth"
     commands = readme_commands((folder / "README.md").read_text(encoding="utf-8"))
     assert commands[0] == "python3 -m venv .venv" and "pip install -e ." in commands
-    script = "".join(
-        f'{command}\necho "__rc__ $?"\n'
-        if "activate" not in command
-        else command + "\n"
-        for command in commands
-    )
+    lines = []
+    for command in commands:
+        lines.append(command)
+        if "activate" not in command:
+            lines.append('echo "__rc__ $?"')
+        if command == commands[0]:
+            paths = "\n".join(site.getsitepackages())
+            lines.append(f"printf '%s\\n' '{paths}' > {seed}")
+    script = "\n".join(lines) + "\n"
     env = {
         k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")
     }
     env["PATH"] = f"{Path(sys.base_prefix) / 'bin'}:{env['PATH']}"
+    env["PIP_REQUIRE_VIRTUALENV"] = "1"
     done = subprocess.run(
         ["bash", "-c", script], cwd=folder, env=env, capture_output=True, text=True,
         check=False, timeout=900,
@@ -165,6 +168,7 @@ def test_every_readme_command_works_from_the_unpacked_zip(handout, tmp_path):
         if rc != 0 and not (c.startswith("pytest") and rc == 1)  # failing tests: stubs
     ]
     assert not failed, out[-4000:] + done.stderr[-2000:]
+    assert (folder / ".venv" / "bin" / "autograder").is_file()
     assert "usage: autograder [-h] {check}" in out  # the CLI offers only what ships
     assert "Public tests: 0/" in out and "Hidden tests: " in out
     assert "not implemented yet (transformer_hw/attention.py:" in out
