@@ -204,7 +204,7 @@ def torch_mha(x, sd, n_heads, context=None, mask=None):
     d_model = sd["q_proj.weight"].shape[0]
     bias = "q_proj.bias" in sd
     ref = nn.MultiheadAttention(
-        d_model, n_heads, bias=bias, batch_first=True, dtype=torch.float64
+        d_model, n_heads, bias=bias, batch_first=True, dtype=F64, device=x.device
     )
     with torch.no_grad():
         ref.in_proj_weight.copy_(torch.cat([sd[f"{p}.weight"] for p in PROJ[:3]]))
@@ -388,18 +388,10 @@ def feed_forward(x, sd, prefix="ffn."):
 
 
 def block_attention(x, sd, mask, prefix="attn.", n_heads=2):
-    """Multi-head self-attention with the loaded projections; ``mask`` True = prohibited."""
-
-    def heads(name):  # (B, h, T, d_h)
-        y = F.linear(x, sd[f"{prefix}{name}.weight"], sd[f"{prefix}{name}.bias"])
-        return heads_of(y, n_heads)
-
-    out = F.scaled_dot_product_attention(
-        heads("q_proj"), heads("k_proj"), heads("v_proj"), attn_mask=~mask
-    )  # (B, h, T, d_h)
-    return F.linear(
-        width_of(out), sd[f"{prefix}out_proj.weight"], sd[f"{prefix}out_proj.bias"]
-    )
+    """The block's multi-head self-attention: ``torch_mha`` with the parameters under
+    ``prefix``; ``mask`` True = prohibited."""
+    own = {k[len(prefix) :]: v for k, v in sd.items() if k.startswith(prefix)}
+    return torch_mha(x, own, n_heads, mask=mask)
 
 
 def pre_norm(x, sd, mask, prefix="", n_heads=2):
