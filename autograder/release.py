@@ -9,6 +9,7 @@ imports stay as they are.
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import importlib.util
 import string
 import subprocess
@@ -368,10 +369,13 @@ def student_readme(public_tests: set[str], notebook: bool) -> str:
             f"{part.points - got} | {part.points} |"
         )
     public_total = sum(public.values())
+    groups: dict[frozenset[str], list[str]] = {}
+    for name, calls in forbidden.RULES.items():
+        groups.setdefault(calls, []).append(f"`{name}`")
     forbidden_lines = [
-        f"- `{name}`: "
+        f"- {', '.join(files)}: "
         + ", ".join(f"`{call}`" for call in sorted(calls) if not call.startswith("_"))
-        for name, calls in forbidden.RULES.items()
+        for calls, files in groups.items()
     ]
     intro = (
         f"The assignment is worth {TOTAL_POINTS} points in {len(PARTS)} parts. Public tests "
@@ -384,7 +388,13 @@ def student_readme(public_tests: set[str], notebook: bool) -> str:
         else "Work in any editor: each part's docstrings say what to build, and "
         "`autograder check --part N` (below) tells you where you stand after each part."
     )
+    pins = [
+        f"{name}=={importlib.metadata.version(name)}"
+        for name in ("torch", "hypothesis")
+    ]
     return string.Template(README_TEMPLATE.read_text(encoding="utf-8")).substitute(
+        versions=" and ".join(pin.replace("==", " ") for pin in pins),
+        pins=" ".join(pins),
         points_intro=intro,
         points_table="\n".join(rows),
         public_total=public_total,
