@@ -128,11 +128,14 @@ def _device(name: str) -> str:
     return name
 
 
-def _command(commands, name: str, **kwargs) -> argparse.ArgumentParser:
-    """The sub-command ``name``, offered only where ``autograder.<name>`` ships (the student
-    handout carries ``check`` alone); elsewhere a parser that nothing reaches."""
-    here = Path(__file__).parent
-    if not (here / f"{name}.py").is_file() and not (here / name).is_dir():
+def _command(
+    commands, name: str, module: str | None = None, **kwargs
+) -> argparse.ArgumentParser:
+    """The sub-command ``name``, offered only where ``autograder.<module>`` (default: the
+    command's name) ships; the student handout carries ``check`` alone. Elsewhere a parser
+    that nothing reaches."""
+    here, module = Path(__file__).parent, module or name
+    if not (here / f"{module}.py").is_file() and not (here / module).is_dir():
         return argparse.ArgumentParser(prog=name, add_help=False)
     return commands.add_parser(name, **kwargs)
 
@@ -203,8 +206,10 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.add_argument("--only", nargs="*", help="just these mutants (by name)")
     zoo.set_defaults(func=cmd_zoo)
 
-    examples = commands.add_parser(
+    examples = _command(
+        commands,
         "examples",
+        "zoo",
         help="write the single-bug example submissions (reference + one zoo mutant each)",
     )
     examples.add_argument("--out", required=True, help="folder to write them to")
