@@ -1,4 +1,4 @@
-"""The ``autograder`` command line: one sub-command per job (see AUTOGRADER.md)."""
+"""The ``autograder`` command line: one sub-command per job (the ones that ship here)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from autograder.check import check
 
-    return check(Path(args.path), _device(args.device))
+    return check(Path(args.path), args.device, args.part, args.keyword)
 
 
 def cmd_zoo(args: argparse.Namespace) -> int:
@@ -128,11 +128,24 @@ def _device(name: str) -> str:
     return name
 
 
+def _command(
+    commands, name: str, module: str | None = None, **kwargs
+) -> argparse.ArgumentParser:
+    """The sub-command ``name``, offered only where ``autograder.<module>`` (default: the
+    command's name) ships; the student handout carries ``check`` alone. Elsewhere a parser
+    that nothing reaches."""
+    here, module = Path(__file__).parent, module or name
+    if not (here / f"{module}.py").is_file() and not (here / module).is_dir():
+        return argparse.ArgumentParser(prog=name, add_help=False)
+    return commands.add_parser(name, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="autograder", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    release = commands.add_parser(
+    release = _command(
+        commands,
         "release",
         help="regenerate assignments/ and write the student handout and its zip",
     )
@@ -141,13 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     release.set_defaults(func=cmd_release)
 
-    gradescope = commands.add_parser(
-        "gradescope", help="write the Gradescope autograder zip"
+    gradescope = _command(
+        commands, "gradescope", help="write the Gradescope autograder zip"
     )
     gradescope.add_argument("--out", required=True, help="path of the zip to write")
     gradescope.set_defaults(func=cmd_gradescope)
 
-    grade = commands.add_parser("grade", help="grade submissions in the sandbox")
+    grade = _command(commands, "grade", help="grade submissions in the sandbox")
     grade.add_argument(
         "paths", nargs="+", help="submissions (folders or zips) or batch folders"
     )
@@ -167,17 +180,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     grade.set_defaults(func=cmd_grade)
 
-    check = commands.add_parser(
-        "check", help="run the public tests against your own code"
+    check = _command(
+        commands, "check", help="run the public tests against your own code"
     )
     check.add_argument(
         "path", nargs="?", default="assignments", help="default: assignments/"
     )
     check.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
+    check.add_argument("--part", type=int, help="only this part's tests (1-7)")
+    check.add_argument(
+        "-k", dest="keyword", default="", help="only tests matching (pytest -k)"
+    )
     check.set_defaults(func=cmd_check)
 
-    zoo = commands.add_parser(
-        "zoo", help="grade every known wrong solution; fail if one is not caught"
+    zoo = _command(
+        commands,
+        "zoo",
+        help="grade every known wrong solution; fail if one is not caught",
     )
     zoo.add_argument(
         "--out", default="zoo-grades", help="folder for the mutants' grades"
@@ -187,8 +206,10 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.add_argument("--only", nargs="*", help="just these mutants (by name)")
     zoo.set_defaults(func=cmd_zoo)
 
-    examples = commands.add_parser(
+    examples = _command(
+        commands,
         "examples",
+        "zoo",
         help="write the single-bug example submissions (reference + one zoo mutant each)",
     )
     examples.add_argument("--out", required=True, help="folder to write them to")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import intake
-from autograder.check import REPO, SuiteError, TestResult, run_suite
+from autograder.runner import REPO, SuiteError, TestResult, run_suite
 
 __all__ = [
     "Graded",

@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from autograder.protocol import MODULES, PACKAGE
 
 MAX_FILE = 512 * 1024  # bytes; the reference's largest module is a few KB
+MAX_DEPTH = 3  # folders above the package when it is the only one in the upload
 EXPECTED = tuple(f"{m}.py" for m in MODULES)
 INIT = '"""Written by the autograder: imports nothing, so each module loads on its own."""\n'
 
@@ -35,9 +36,11 @@ class Staged:
 def find(paths: list[Path]) -> list[tuple[str, Path]]:
     """``(name, path)`` of every submission under ``paths``: each one, or each one in a batch.
 
-    A folder is one submission when it holds the package or module files, or holds nothing but
-    one folder or one zip that does (the name is then the outer folder's, as Gradescope's
-    ``submission/`` is); otherwise each sub-folder or zip that holds a submission is one.
+    A folder is one submission when it holds the package or module files, or one package
+    anywhere down to ``MAX_DEPTH`` folders (only a batch holds several), or holds nothing but one folder or one zip (the name is then
+    the outer folder's, as Gradescope's ``submission/`` is); otherwise each sub-folder or zip
+    that holds a submission is one. A folder given here that holds none at all is one
+    submission too, so its owner is told what to upload.
     """
     found: list[tuple[str, Path]] = []
     for path in map(Path, paths):
@@ -49,16 +52,16 @@ def find(paths: list[Path]) -> list[tuple[str, Path]]:
             entries = [
                 c for c in sorted(path.iterdir()) if not c.name.startswith((".", "__"))
             ]
-            inner = [
-                c for c in entries if _is_zip(c) or (c.is_dir() and _package_dir(c))
-            ]
-            if (
-                len(inner) == 1
-                and len([c for c in entries if c.is_dir() or _is_zip(c)]) == 1
-            ):
+            inner = [c for c in entries if c.is_dir() or _is_zip(c)]
+            with_package = [c for c in inner if _is_zip(c) or _package_dir(c)]
+            if len(inner) == 1:
                 found.append((path.name, inner[0] if _is_zip(inner[0]) else path))
+            elif not any(map(_is_zip, inner)) and len(_module_folders(path)) == 1:
+                found.append((path.name, path))  # one package, deeper down
+            elif with_package:
+                found += [(c.stem if _is_zip(c) else c.name, c) for c in with_package]
             else:
-                found += [(c.stem if _is_zip(c) else c.name, c) for c in inner]
+                found.append((path.name, path))
     return _unique_names(found)
 
 
@@ -116,27 +119,80 @@ def _holds_modules(path: Path) -> bool:
     return (path / PACKAGE).is_dir() or any((path / f).is_file() for f in EXPECTED)
 
 
+def _depth(folder: PurePosixPath) -> int:
+    """Folders above the package (or above bare module files) in ``folder``."""
+    return len(folder.parts) - (folder.name == PACKAGE)
+
+
+def _choose(folders: set[PurePosixPath]) -> PurePosixPath | str:
+    """The folder holding the module files, or why there is none.
+
+    One candidate may sit up to ``MAX_DEPTH`` folders down; among several (a copy kept beside
+    the real one, say) the shallowest wins, a package before bare files, at most one folder
+    down: deeper than that, which one was meant is a guess.
+    """
+    if not folders:
+        return ""
+    ranked = sorted(folders, key=lambda f: (_depth(f), f.name != PACKAGE, str(f)))
+    best = ranked[0]
+    limit = MAX_DEPTH if len(folders) == 1 else 1
+    if _depth(best) > limit:
+        where = ", ".join(f"{f}/" for f in ranked[:3])
+        return (
+            f"the module files are {_depth(best)} folders down ({where}); put "
+            f"{PACKAGE}/ at most {limit} folder{'s' * (limit != 1)} down"
+        )
+    return best
+
+
 def _package_dir(path: Path) -> Path | None:
-    """The folder holding the module files: the package or bare files, at most one level down."""
-    for candidate in (path, *_only_subfolder(path)):
-        if _holds_modules(candidate):
-            return candidate / PACKAGE if (candidate / PACKAGE).is_dir() else candidate
-    return None
+    """The folder holding the module files under ``path`` (see ``_choose``), or None."""
+    chosen = _choose(_module_folders(path))
+    return path / chosen if isinstance(chosen, PurePosixPath) else None
 
 
-def _only_subfolder(path: Path) -> list[Path]:
-    subs = [
-        p for p in path.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))
-    ]
-    return subs if len(subs) == 1 else []
+def _module_folders(path: Path) -> set[PurePosixPath]:
+    """Folders (relative to ``path``) that hold an expected module file, down to one level
+    below ``MAX_DEPTH``; hidden folders and links are not entered."""
+    found: set[PurePosixPath] = set()
+    todo = [PurePosixPath()]
+    while todo:
+        rel = todo.pop()
+        try:
+            children = sorted((path / rel).iterdir())
+        except OSError:
+            continue
+        for child in children:
+            if child.name.startswith((".", "__")) or child.is_symlink():
+                continue
+            if child.is_dir() and len(rel.parts) <= MAX_DEPTH + 1:
+                todo.append(rel / child.name)
+            elif child.name in EXPECTED and child.is_file():
+                found.add(rel)
+    return found
+
+
+def nothing_to_grade(names: list[str]) -> str:
+    """The problem of an upload without module files, and what to upload instead."""
+    listed = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    what = f"holds no module file (it has: {listed})" if names else "is empty"
+    return (
+        f"nothing to grade: the upload {what}. Upload a zip of your {PACKAGE}/ folder "
+        f"(python -m zipfile -c submission.zip assignments/{PACKAGE}) or its module files "
+        f"({', '.join(EXPECTED[:3])}, ...)"
+    )
 
 
 def _read_dir(source: Path) -> tuple[dict[str, bytes], list[str]]:
     files: dict[str, bytes] = {}
     problems: list[str] = []
-    package = _package_dir(source)
-    if package is None:
-        return files, [f"no {PACKAGE}/ folder or module files found"]
+    chosen = _choose(_module_folders(source))
+    if not isinstance(chosen, PurePosixPath):
+        names = sorted(
+            str(p.relative_to(source)) for p in source.rglob("*") if p.is_file()
+        )
+        return files, [chosen or nothing_to_grade(names)]
+    package = source / chosen
     top = source.resolve()
     for filename in EXPECTED:
         path = package / filename
@@ -157,7 +213,8 @@ def _read_zip(source: Path) -> tuple[dict[str, bytes], list[str]]:
     problems: list[str] = []
     try:
         archive = zipfile.ZipFile(source)
-    except (zipfile.BadZipFile, OSError) as exc:
+    # Whatever makes an upload unreadable is that upload's problem, never the batch's.
+    except Exception as exc:  # noqa: BLE001
         return {}, [f"the zip cannot be read: {exc}"]
     with archive:
         entries: dict[PurePosixPath, zipfile.ZipInfo] = {}
@@ -177,11 +234,11 @@ def _read_zip(source: Path) -> tuple[dict[str, bytes], list[str]]:
                 )
             elif not info.is_dir() and not path.parts[0].startswith(("__MACOSX", ".")):
                 entries[path] = info
-        folder = _zip_package(entries)
-        if folder is None:
+        folder = _choose({p.parent for p in entries if p.name in EXPECTED})
+        if not isinstance(folder, PurePosixPath):
             return {}, [
                 *problems,
-                f"no {PACKAGE}/ folder or module files found in the zip",
+                folder or nothing_to_grade(sorted(map(str, entries))),
             ]
         files = {}
         for filename in EXPECTED:
@@ -190,25 +247,14 @@ def _read_zip(source: Path) -> tuple[dict[str, bytes], list[str]]:
                 try:
                     with archive.open(info) as f:
                         files[filename] = f.read(MAX_FILE + 1)
-                # Any failure (a corrupt deflate stream, a bad CRC, an unknown compression, a
-                # password) is this submission's problem, never the batch's.
+                # A bad CRC, a corrupt deflate stream, an unknown method, a truncated
+                # member, encryption...: whatever the reason, this upload's problem.
                 except Exception as exc:  # noqa: BLE001
-                    problems.append(f"{filename} cannot be read from the zip: {exc}")
+                    problems.append(
+                        f"{filename} cannot be decompressed from the zip "
+                        f"({type(exc).__name__}: {exc}), so it was not graded"
+                    )
     return files, problems
-
-
-def _zip_package(entries: dict[PurePosixPath, zipfile.ZipInfo]) -> PurePosixPath | None:
-    folders = {p.parent for p in entries if p.name in EXPECTED}
-    for depth in (
-        0,
-        1,
-        2,
-    ):  # bare files, then package or bare one down, then package one down
-        here = sorted(f for f in folders if len(f.parts) == depth)
-        preferred = [f for f in here if f.name == PACKAGE] or here
-        if preferred:
-            return preferred[0]
-    return None
 
 
 def _unique_names(found: list[tuple[str, Path]]) -> list[tuple[str, Path]]:

@@ -9,9 +9,16 @@ imports stay as they are.
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import importlib.util
+import string
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
+from autograder import forbidden
+from autograder.points import PARTS, TOTAL_POINTS
 from autograder.protocol import PACKAGE
 
 REPO = Path(__file__).resolve().parent.parent
@@ -99,14 +106,16 @@ def write_assignments(
 # The student handout ---------------------------------------------------------------------------
 
 #: What the handout carries besides the stubs and ``tests/graded`` (its test files stripped of
-#: hidden tests): the machinery the public tests need to run in-process (``autograder check``).
-#: The sandbox, the reports and the bug zoo stay home.
+#: hidden tests, its answer key replaced by the values it gives): the machinery the public tests
+#: need to run in-process (``autograder check``). The sandbox, the reports and the bug zoo stay
+#: home, and so does every command but ``check`` (the CLI offers what ships).
 HANDOUT_FILES = (
     "pyproject.toml",
     "autograder/__init__.py",
     "autograder/__main__.py",
     "autograder/cli.py",
     "autograder/check.py",
+    "autograder/runner.py",
     "autograder/executor.py",
     "autograder/forbidden.py",
     "autograder/points.py",
@@ -115,6 +124,18 @@ HANDOUT_FILES = (
     "tests/conftest.py",
 )
 HANDOUT_DIRS = ("data",)
+#: The answer key: in the handout its values, never its code (``tests.graded.answers``).
+ORACLES = "tests/graded/oracles.py"
+ANSWERS = "tests.graded.answers"
+README_TEMPLATE = Path(__file__).with_name("handout_readme.md")
+NOTEBOOK = "transformer_hw.ipynb"
+#: The public test that holds each of the README's worked examples.
+EXAMPLE_TESTS = {
+    "test_412_7": "test_scaled_dot_product_attention_example_412_7",
+    "test_16_3": "test_scaled_dot_product_attention_example_16_3",
+    "test_q0": "test_scaled_dot_product_attention_example_q0",
+    "test_zeroed_branch": "test_pre_norm_block_zeroed_branch",
+}
 
 
 def strip_hidden_tests(source: str, filename: str = "<tests>") -> str:
@@ -134,6 +155,19 @@ def strip_hidden_tests(source: str, filename: str = "<tests>") -> str:
 
 # Consecutive code lines that make a leak: single lines recur in honest oracles.
 WINDOW = 3
+
+#: Calls that compute a graded quantity (the forbidden lists, and the other layers and formulas
+#: the parts build): shipped test code that makes one holds an oracle.
+GRADED_CALLS = (
+    forbidden.SOFTMAX
+    | forbidden.ATTENTION
+    | forbidden.NORMALIZATION
+    | {
+        "cross_entropy", "nll_loss", "embedding", "linear", "Linear", "relu", "cos", "sin",
+        "exp", "sqrt", "rsqrt", "triu", "tril", "einsum", "matmul", "bmm", "var",
+        "repeat_interleave", "view_as_complex", "polar",
+    }
+)  # fmt: skip
 
 
 def _code_lines(text: str) -> list[str]:
@@ -164,11 +198,29 @@ def solution_windows(solutions: Path = SOLUTIONS) -> set[tuple[str, ...]]:
     return found
 
 
-def find_leaks(root: Path, solutions: Path = SOLUTIONS) -> list[str]:
-    """What under ``root`` gives a solution away: runs of solution code, hidden tests."""
-    secret = solution_windows(solutions)
+def oracle_functions(oracles: Path = REPO / ORACLES) -> dict[str, set[tuple[str, ...]]]:
+    """Each function of the answer key -> the runs of consecutive code lines of its body."""
+    source = oracles.read_text(encoding="utf-8")
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef):
+            body = ast.get_source_segment(source, node) or ""
+            found[node.name] = _windows(_code_lines(body)[1:])  # without the def line
+    return found
+
+
+def find_leaks(
+    root: Path, solutions: Path = SOLUTIONS, oracles: Path = REPO / ORACLES
+) -> list[str]:
+    """What under ``root`` gives an answer away: runs of solution or answer-key code, a
+    function of the answer key, any function in the tests that computes a graded quantity,
+    hidden tests."""
+    key = oracle_functions(oracles)
+    secret = solution_windows(solutions).union(*key.values())
     leaks = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        if path.suffix not in (".py", ".md", ".txt", ".toml", ".ipynb", ""):
+            continue
         text = path.read_text(encoding="utf-8", errors="replace")
         name = path.relative_to(root)
         leaks += [
@@ -177,7 +229,58 @@ def find_leaks(root: Path, solutions: Path = SOLUTIONS) -> list[str]:
         ]
         if path.suffix == ".py" and _has_hidden_tests(text):
             leaks.append(f"{name}: hidden tests")
+        if path.suffix == ".py" and name.parts[0] == "tests":
+            leaks += [f"{name}: {leak}" for leak in _computing_functions(text, key)]
     return leaks
+
+
+def _computing_functions(source: str, key: dict) -> list[str]:
+    """Functions that are the answer key's, or that compute a graded quantity."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    # Names imported from the answers module are stored values there, not computations.
+    stored = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == ANSWERS
+        for alias in node.names
+    }
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        name = getattr(node, "name", "<lambda>")
+        if name in key:
+            found.append(f"{name} is a function of the answer key ({ORACLES})")
+            continue
+        helper = not name.startswith("test_")
+        for inner in ast.walk(node):
+            called = _called_name(inner)
+            if called in GRADED_CALLS and not (
+                isinstance(inner.func, ast.Name) and called in stored
+            ):
+                found.append(f"{name} computes a graded quantity (calls {called})")
+                break
+            if (
+                helper
+                and isinstance(inner, ast.BinOp)
+                and isinstance(inner.op, ast.MatMult)
+            ):
+                found.append(f"{name} computes a graded quantity (a matrix product)")
+                break
+    return found
+
+
+def _called_name(node: ast.AST) -> str | None:
+    if not isinstance(node, ast.Call):
+        return None
+    if isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    if isinstance(node.func, ast.Name):
+        return node.func.id
+    return None
 
 
 def _has_hidden_tests(source: str) -> bool:
@@ -198,15 +301,147 @@ def build_handout(out: Path, repo: Path = REPO) -> Path:
         for path in sorted((repo / folder).rglob("*")):
             if path.is_file():
                 _copy(path, out / path.relative_to(repo))
+    public: set[str] = set()
     for path in sorted((repo / "tests" / "graded").glob("*.py")):
+        if path.relative_to(repo).as_posix() == ORACLES:
+            continue
         text = path.read_text(encoding="utf-8")
         if path.name.startswith("test_"):
             text = strip_hidden_tests(text, path.name)
+            public |= _test_names(text)
         _write(out / "tests" / "graded" / path.name, text)
-    leaks = find_leaks(out, repo / "solutions" / PACKAGE)
+    _refuse_leaks(out, repo)  # before the slow part
+    record_answers(out / "tests" / "graded" / "answers.pt", repo)
+    notebook = write_notebook(out / NOTEBOOK)
+    _write(out / "README.md", student_readme(public, notebook))
+    _refuse_leaks(out, repo)
+    return _zip_folder(out, out.with_suffix(".zip"))
+
+
+def _refuse_leaks(out: Path, repo: Path) -> None:
+    leaks = find_leaks(out, repo / "solutions" / PACKAGE, repo / ORACLES)
     if leaks:
         raise ReleaseError("the handout would leak: " + "; ".join(leaks))
-    return _zip_folder(out, out.with_suffix(".zip"))
+
+
+def record_answers(path: Path, repo: Path = REPO) -> None:
+    """Run the public tests against the reference and store what the oracles gave them."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/graded", "-m", "public", "-q",
+         "-p", "no:cacheprovider", "--submission", str(repo / "solutions"),
+         "--record-answers", str(path)],
+        cwd=repo, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0 or not path.is_file():
+        raise ReleaseError(
+            "the public tests fail against the reference, so no expected values were "
+            "stored:\n" + done.stdout[-3000:] + done.stderr[-2000:]
+        )
+
+
+def write_notebook(path: Path) -> bool:
+    """The walk-through notebook, built from the one source it shares with the nbgrader course
+    once ``autograder.nbgrader`` provides ``write_handout_notebook``; False until then."""
+    if importlib.util.find_spec("autograder.nbgrader") is None:
+        return False
+    from autograder import nbgrader
+
+    writer = getattr(nbgrader, "write_handout_notebook", None)
+    if writer is None:
+        return False
+    writer(path)
+    return True
+
+
+def student_readme(public_tests: set[str], notebook: bool) -> str:
+    """The handout's README: the template, with the points, the forbidden calls and the tests
+    that hold the worked examples filled in from the sources they live in."""
+    missing = sorted(set(EXAMPLE_TESTS.values()) - public_tests)
+    if missing:
+        raise ReleaseError(f"the README names tests that are not public: {missing}")
+    public = _public_points()
+    rows = []
+    for part in PARTS.values():
+        files = ", ".join(f"`{f}`" for f in part.files)
+        got = public.get(part.number, 0)
+        rows.append(
+            f"| {part.number} | {part.title} | {files} | {got} | "
+            f"{part.points - got} | {part.points} |"
+        )
+    public_total = sum(public.values())
+    groups: dict[frozenset[str], list[str]] = {}
+    for name, calls in forbidden.RULES.items():
+        groups.setdefault(calls, []).append(f"`{name}`")
+    forbidden_lines = [
+        f"- {', '.join(files)}: "
+        + ", ".join(f"`{call}`" for call in sorted(calls) if not call.startswith("_"))
+        for calls, files in groups.items()
+    ]
+    intro = (
+        f"The assignment is worth {TOTAL_POINTS} points in {len(PARTS)} parts. Public tests "
+        "ship with this handout; hidden tests run when your submission is graded."
+    )
+    notebook_text = (
+        f"The notebook `{NOTEBOOK}` walks through the parts in order; its check cells run "
+        "`autograder check --part N`."
+        if notebook
+        else "Work in any editor: each part's docstrings say what to build, and "
+        "`autograder check --part N` (below) tells you where you stand after each part."
+    )
+    pins = [
+        f"{name}=={importlib.metadata.version(name)}"
+        for name in ("torch", "hypothesis")
+    ]
+    return string.Template(README_TEMPLATE.read_text(encoding="utf-8")).substitute(
+        versions=" and ".join(pin.replace("==", " ") for pin in pins),
+        pins=" ".join(pins),
+        points_intro=intro,
+        points_table="\n".join(rows),
+        public_total=public_total,
+        hidden_total=TOTAL_POINTS - public_total,
+        forbidden="\n".join(forbidden_lines),
+        notebook=notebook_text,
+        **EXAMPLE_TESTS,
+    )
+
+
+def _public_points() -> dict[int, int]:
+    """Part -> points of its public tests, from the suite's own markers."""
+    from autograder.runner import GRADED_DIR
+
+    points: dict[int, int] = {}
+    for path in GRADED_DIR.glob("test_*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module_part = _marker_arg(tree.body, "part")
+        for node in tree.body:
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            marks = [ast.unparse(d) for d in node.decorator_list]
+            if "pytest.mark.public" in marks:
+                part = _marker_arg([node], "part") or module_part
+                points[part] = points.get(part, 0) + _marker_arg([node], "points")
+    return points
+
+
+def _marker_arg(nodes, marker: str) -> int | None:
+    """The argument of ``pytest.mark.<marker>(n)`` on these nodes (decorators or assignments)."""
+    for node in nodes:
+        calls = getattr(node, "decorator_list", []) or [getattr(node, "value", None)]
+        for call in calls:
+            if (
+                isinstance(call, ast.Call)
+                and ast.unparse(call.func) == f"pytest.mark.{marker}"
+            ):
+                return ast.literal_eval(call.args[0])
+    return None
+
+
+def _test_names(source: str) -> set[str]:
+    return {
+        node.name
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
 
 
 def _copy(src: Path, dst: Path) -> None:

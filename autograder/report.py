@@ -17,9 +17,9 @@ from pathlib import Path
 
 from rich.table import Table
 
-from autograder.check import TestResult
 from autograder.grade import Graded
 from autograder.points import PARTS, TOTAL_POINTS, fix_first
+from autograder.runner import TestResult
 
 RESULTS, FEEDBACK, GRADEBOOK = "results.json", "feedback.md", "gradebook.csv"
 

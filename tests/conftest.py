@@ -23,6 +23,7 @@ from autograder.protocol import PACKAGE, InProcessSubmission, StudentError
 
 REPO = Path(__file__).resolve().parent.parent
 GRADED_DIR = Path(__file__).resolve().parent / "graded"
+RECORDED = pytest.StashKey[dict]()
 DEFAULT_SUBMISSION = next(
     (REPO / name for name in ("solutions", "assignments") if (REPO / name).is_dir()),
     REPO,
@@ -67,6 +68,12 @@ def pytest_addoption(parser):
         help="cpu, cuda or auto (cuda when available); default cpu",
     )
     group.addoption(
+        "--record-answers",
+        metavar="FILE",
+        help="write what the oracles return to FILE (the handout's stored expected values; "
+        "`autograder release` runs this over the public tests)",
+    )
+    group.addoption(
         "--isolate",
         action="store_true",
         help="run the student code in the sandboxed worker, as `autograder grade` does",
@@ -87,6 +94,23 @@ def pytest_configure(config):
     )
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+
+
+def pytest_sessionstart(session):
+    if session.config.getoption("--record-answers"):
+        from tests.graded import answers
+
+        session.config.stash[RECORDED] = {}
+        answers.record(session.config.stash[RECORDED])
+
+
+def pytest_sessionfinish(session):
+    path = session.config.getoption("--record-answers")
+    if path and RECORDED in session.config.stash:
+        from tests.graded import answers
+
+        answers.record(None)
+        answers.save(session.config.stash[RECORDED], Path(path))
 
 
 def grading_marks(item) -> tuple[int, int, str] | None:

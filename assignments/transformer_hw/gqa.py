@@ -17,6 +17,8 @@ def kv_cache_numel(
 ) -> int:
     """Elements a KV cache holds: ``2 * B * L * T * h_kv * d_h`` (keys AND values)."""
     # TODO: count the elements of the keys and the values of every layer.
+    # Why it matters: decoding one token reads the whole cache, so its size, not the
+    # arithmetic, bounds the speed; fewer kv heads shrink it by n_heads / n_kv_heads.
     raise NotImplementedError("TODO: kv_cache_numel")
 
 
@@ -30,6 +32,7 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
         ValueError: ``x`` is not 4-D or ``n_rep`` is below 1.
     """
     # TODO: repeat each kv head n_rep times next to itself.
+    # Shapes: (B, h_kv, T, d) -> (B, h_kv * n_rep, T, d), heads [k0, k0, k1, k1] for n_rep=2.
     raise NotImplementedError("TODO: repeat_kv")
 
 
@@ -55,6 +58,10 @@ class KVCache:
                 or more than ``max_len`` positions in all (then nothing is written).
         """
         # TODO: validate, write at length, advance length, return the filled prefix.
+        # Shapes: k_new, v_new (B, h_kv, T_new, d_h) go to [:, :, length:length + T_new];
+        # the result is k[:, :, :length], v[:, :, :length] after the write.
+        # Why a cache: each new token attends to all earlier keys and values; keeping them
+        # makes a decoding step O(T) instead of recomputing the O(T^2) prefix.
         raise NotImplementedError("TODO: KVCache.append")
 
     def reset(self) -> None:
@@ -88,4 +95,8 @@ class GroupedQueryAttention(nn.Module):
         one full causal pass."""
         # TODO: project, split heads, RoPE at absolute positions, (cache), repeat kv heads,
         # causal attention, merge heads, project out.
+        # Shapes: x (B, T, D) -> q (B, h, T, d_h), k and v (B, h_kv, T, d_h) -> (cached keys
+        # and values (B, h_kv, T_k, d_h)) -> repeat_kv -> (B, h, T_k, d_h) -> (B, T, D).
+        # Why groups: n_rep query heads share one kv head, cutting the cache by n_rep at
+        # almost the quality of full multi-head attention (Ainslie et al. 2023).
         raise NotImplementedError("TODO: GroupedQueryAttention.forward")

@@ -20,6 +20,9 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
         ValueError: ``x`` is not 3-D, or ``D`` is not divisible by ``n_heads``.
     """
     # TODO: reshape to (B, T, h, d_h), then swap the T and h axes.
+    # Shapes: (B, T, D) -> (B, T, h, d_h) -> (B, h, T, d_h). Why not reshape straight to
+    # (B, h, T, d_h): that cuts each token's features across time steps; head j must hold
+    # features j*d_h .. (j+1)*d_h - 1 of every token (Vaswani et al. 2017, 3.2.2).
     raise NotImplementedError("TODO: split_heads")
 
 
@@ -30,6 +33,8 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
         ValueError: ``x`` is not 4-D.
     """
     # TODO: swap the h and T axes back, then flatten the heads into the width.
+    # Shapes: (B, h, T, d_h) -> (B, T, h, d_h) -> (B, T, h * d_h): the exact inverse of
+    # split_heads.
     raise NotImplementedError("TODO: merge_heads")
 
 
@@ -61,4 +66,6 @@ class MultiHeadAttention(nn.Module):
         cached ones needs ``causal_mask(t, t0 + t)``).
         """
         # TODO: project, split heads, (append to the cache), attend, merge heads, project out.
+        # Shapes: x (B, Tq, D) -> q (B, h, Tq, d_h); context (B, Tk, D) -> k, v (B, h, Tk, d_h)
+        # -> attention (B, h, Tq, d_h) -> merged (B, Tq, D) -> out_proj (B, Tq, D).
         raise NotImplementedError("TODO: MultiHeadAttention.forward")

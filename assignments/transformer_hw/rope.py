@@ -15,6 +15,9 @@ def rope_angles(
         ValueError: ``d_head`` is odd.
     """
     # TODO: one frequency per pair, times each position (an outer product).
+    # Shapes: positions (T,) x frequencies (d_head/2,) -> angles (T, d_head/2).
+    # Why these frequencies: pair i turns by base ** (-2i/d_head) radians per position, from
+    # 1 radian down to about 1/base, fast and slow clocks (Su et al. 2021, RoFormer, 3.2).
     raise NotImplementedError("TODO: rope_angles")
 
 
@@ -36,4 +39,8 @@ def apply_rope(
         ValueError: ``positions`` is not of shape ``(T,)``; ``d_head`` is odd.
     """
     # TODO: get the angles, then rotate the even/odd pairs and interleave them back.
+    # Shapes: x (..., T, d) -> pairs x[..., 0::2], x[..., 1::2] (..., T, d/2) each, rotated
+    # by angles (T, d/2) -> stacked (..., T, d/2, 2) -> (..., T, d).
+    # Why a rotation: <R(m) q, R(n) k> depends only on n - m, so attention scores see
+    # relative positions (Su et al. 2021).
     raise NotImplementedError("TODO: apply_rope")

@@ -24,6 +24,8 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """
     # TODO: subtract the max along dim, exponentiate, divide by the sum along dim; raise
     # ValueError when a whole slice is -inf.
+    # Why the max: softmax(x) = softmax(x - c) for any c, and with c = max(x) every exponent
+    # is <= 0, so exp never overflows (logits near 1000 would give inf / inf = NaN).
     ### BEGIN SOLUTION
     top = x.amax(dim=dim, keepdim=True)
     if torch.isneginf(top).any():
@@ -61,6 +63,10 @@ def scaled_dot_product_attention(
     """
     # TODO: check the shapes, scale the scores by 1/sqrt(d_k), apply the mask, softmax over
     # the keys (your softmax above), then weight the values.
+    # Shapes: q (..., Tq, d_k) @ k^T (..., d_k, Tk) -> scores (..., Tq, Tk);
+    # weights (..., Tq, Tk) @ v (..., Tk, d_v) -> out (..., Tq, d_v).
+    # Why 1/sqrt(d_k): a dot product of d_k unit-variance terms has variance d_k, and large
+    # logits push the softmax into regions of tiny gradients (Vaswani et al. 2017, 3.2.1).
     ### BEGIN SOLUTION
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q has d_k={q.shape[-1]} but k has d_k={k.shape[-1]}")

@@ -50,6 +50,9 @@ class PreNormBlock(nn.Module):
     def forward(self, x: torch.Tensor, mask=None, cache=None) -> torch.Tensor:
         """``x (B, T, D) -> (B, T, D)``; ``mask`` and ``cache`` go to ``attn``."""
         # TODO: two residual sub-layers, each normalizing its input first.
+        # Shapes: x (B, T, D) -> h = x + attn(ln1(x)) (B, T, D) -> h + ffn(ln2(h)) (B, T, D).
+        # Why pre-norm: the residual path carries x unchanged, so gradients reach early layers
+        # undamped and training is stable without warm-up (Xiong et al. 2020).
         ### BEGIN SOLUTION
         h = x + self.attn(self.ln1(x), mask=mask, cache=cache)
         return h + self.ffn(self.ln2(h))

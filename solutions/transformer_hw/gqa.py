@@ -17,6 +17,8 @@ def kv_cache_numel(
 ) -> int:
     """Elements a KV cache holds: ``2 * B * L * T * h_kv * d_h`` (keys AND values)."""
     # TODO: count the elements of the keys and the values of every layer.
+    # Why it matters: decoding one token reads the whole cache, so its size, not the
+    # arithmetic, bounds the speed; fewer kv heads shrink it by n_heads / n_kv_heads.
     ### BEGIN SOLUTION
     return 2 * batch * n_layers * seq_len * n_kv_heads * d_head
     ### END SOLUTION
@@ -32,6 +34,7 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
         ValueError: ``x`` is not 4-D or ``n_rep`` is below 1.
     """
     # TODO: repeat each kv head n_rep times next to itself.
+    # Shapes: (B, h_kv, T, d) -> (B, h_kv * n_rep, T, d), heads [k0, k0, k1, k1] for n_rep=2.
     ### BEGIN SOLUTION
     if x.dim() != 4:
         raise ValueError(f"x must be (B, h_kv, T, d), got shape {tuple(x.shape)}")
@@ -81,6 +84,10 @@ class KVCache:
                 or more than ``max_len`` positions in all (then nothing is written).
         """
         # TODO: validate, write at length, advance length, return the filled prefix.
+        # Shapes: k_new, v_new (B, h_kv, T_new, d_h) go to [:, :, length:length + T_new];
+        # the result is k[:, :, :length], v[:, :, :length] after the write.
+        # Why a cache: each new token attends to all earlier keys and values; keeping them
+        # makes a decoding step O(T) instead of recomputing the O(T^2) prefix.
         ### BEGIN SOLUTION
         batch, n_kv, _, d_head = self.k.shape
         for name, new in (("k_new", k_new), ("v_new", v_new)):
@@ -163,6 +170,10 @@ class GroupedQueryAttention(nn.Module):
         one full causal pass."""
         # TODO: project, split heads, RoPE at absolute positions, (cache), repeat kv heads,
         # causal attention, merge heads, project out.
+        # Shapes: x (B, T, D) -> q (B, h, T, d_h), k and v (B, h_kv, T, d_h) -> (cached keys
+        # and values (B, h_kv, T_k, d_h)) -> repeat_kv -> (B, h, T_k, d_h) -> (B, T, D).
+        # Why groups: n_rep query heads share one kv head, cutting the cache by n_rep at
+        # almost the quality of full multi-head attention (Ainslie et al. 2023).
         ### BEGIN SOLUTION
         t = x.shape[1]
         start = 0 if cache is None else cache.length

@@ -20,6 +20,9 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
         ValueError: ``x`` is not 3-D, or ``D`` is not divisible by ``n_heads``.
     """
     # TODO: reshape to (B, T, h, d_h), then swap the T and h axes.
+    # Shapes: (B, T, D) -> (B, T, h, d_h) -> (B, h, T, d_h). Why not reshape straight to
+    # (B, h, T, d_h): that cuts each token's features across time steps; head j must hold
+    # features j*d_h .. (j+1)*d_h - 1 of every token (Vaswani et al. 2017, 3.2.2).
     ### BEGIN SOLUTION
     if x.dim() != 3:
         raise ValueError(f"x must be (B, T, D), got shape {tuple(x.shape)}")
@@ -38,6 +41,8 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
         ValueError: ``x`` is not 4-D.
     """
     # TODO: swap the h and T axes back, then flatten the heads into the width.
+    # Shapes: (B, h, T, d_h) -> (B, T, h, d_h) -> (B, T, h * d_h): the exact inverse of
+    # split_heads.
     ### BEGIN SOLUTION
     if x.dim() != 4:
         raise ValueError(f"x must be (B, h, T, d_h), got shape {tuple(x.shape)}")
@@ -83,6 +88,8 @@ class MultiHeadAttention(nn.Module):
         cached ones needs ``causal_mask(t, t0 + t)``).
         """
         # TODO: project, split heads, (append to the cache), attend, merge heads, project out.
+        # Shapes: x (B, Tq, D) -> q (B, h, Tq, d_h); context (B, Tk, D) -> k, v (B, h, Tk, d_h)
+        # -> attention (B, h, Tq, d_h) -> merged (B, Tq, D) -> out_proj (B, Tq, D).
         ### BEGIN SOLUTION
         source = x if context is None else context
         q = split_heads(self.q_proj(x), self.n_heads)  # (B, h, Tq, d_h)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from autograder import check
+from autograder import runner
 from autograder.grade import Graded
 from autograder.points import PARTS, builds_on, check_uses, fix_first
 from autograder.report import feedback_md
@@ -11,7 +11,7 @@ from autograder.report import feedback_md
 
 def result(part: int, passed: bool, uses: tuple[int, ...] = (), name: str = "t"):
     node = f"tests/graded/test_part{part}.py::{name}"
-    return check.TestResult(
+    return runner.TestResult(
         node, name, part, 1, False, passed, "" if passed else "x", uses
     )
 

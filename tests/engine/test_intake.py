@@ -152,3 +152,106 @@ def test_a_folder_holding_one_zip_is_that_submission(tmp_path):
         upload / "hw.zip", {f"{PACKAGE}/{n}": d for n, d in reference_files().items()}
     )
     assert intake.find([upload]) == [("submission", upload / "hw.zip")]
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "a/b/transformer_hw/",
+        "a/b/c/transformer_hw/",
+        "a/b/c/",
+        "handout/assignments/transformer_hw/",
+    ],
+)
+@pytest.mark.parametrize("as_zip", [False, True])
+def test_a_single_package_is_found_up_to_three_folders_down(tmp_path, prefix, as_zip):
+    """Depth counts the folders above transformer_hw/ (or above bare module files), the same
+    in zips and folders; the handout's own layout is one of them."""
+    files = {prefix + name: data for name, data in reference_files().items()}
+    files["handout/tests/graded/test_part1_attention.py"] = b"x = 1\n"
+    files["handout/README.md"] = b"# not a module\n"
+    if as_zip:
+        source = write_zip(tmp_path / "alice.zip", files)
+    else:
+        source = write_tree(tmp_path / "alice", files)
+    assert intake.find([source]) == [("alice", source)]
+    staged = intake.stage("alice", source, tmp_path / "staged")
+    assert staged.problems == []
+    assert staged_text(staged, "rope") == (REFERENCE / "rope.py").read_text()
+
+
+@pytest.mark.parametrize("as_zip", [False, True])
+def test_a_package_four_folders_down_is_reported(tmp_path, as_zip):
+    files = {f"a/b/c/d/{PACKAGE}/{n}": d for n, d in reference_files().items()}
+    if as_zip:
+        source = write_zip(tmp_path / "deep.zip", files)
+    else:
+        source = write_tree(tmp_path / "deep", files)
+    staged = intake.stage("deep", source, tmp_path / "staged")
+    deep = f"the module files are 4 folders down (a/b/c/d/{PACKAGE}/); "
+    assert staged.problems == [deep + f"put {PACKAGE}/ at most 3 folders down"]
+
+
+def test_of_several_packages_the_shallowest_is_graded(tmp_path):
+    files = {f"{PACKAGE}/{n}": d for n, d in reference_files().items()}
+    files |= {f"old/{PACKAGE}/{n}": b"raise SystemExit\n" for n in reference_files()}
+    staged = intake.stage("two", write_zip(tmp_path / "two.zip", files), tmp_path / "s")
+    assert staged.problems == []
+    assert staged_text(staged, "rope") == (REFERENCE / "rope.py").read_text()
+
+
+@pytest.mark.parametrize("content", [{}, {"notes.txt": b"my answers are below\n"}])
+@pytest.mark.parametrize("as_zip", [False, True])
+def test_an_upload_without_module_files_is_told_what_to_upload(
+    tmp_path, content, as_zip
+):
+    upload = tmp_path / "submission"
+    upload.mkdir()
+    if as_zip:
+        write_zip(upload / "hw.zip", content)
+    else:
+        write_tree(upload, content)
+    [(name, source)] = intake.find([upload])
+    staged = intake.stage(name, source, tmp_path / "staged")
+    [problem] = staged.problems
+    assert problem.startswith("nothing to grade: the upload ")
+    assert ("notes.txt" in problem) == bool(content)
+    assert "python -m zipfile -c submission.zip assignments/transformer_hw" in problem
+
+
+def corrupt_member(path: Path, member: str, how: str) -> None:
+    """Damage one member of a zip: its deflate stream, its stored bytes (a bad CRC), or its
+    compression method (one no reader knows)."""
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(member)
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    if how == "deflate":
+        data[start] = 0xFF  # a final block of the reserved type 3
+    elif how == "crc":
+        data[start] ^= 0x01
+    else:  # the method field in the local header and in the central directory
+        unknown = (99).to_bytes(2, "little")
+        data[info.header_offset + 8 : info.header_offset + 10] = unknown
+        entry = data.find(b"PK\x01\x02")
+        while entry != -1:
+            length = int.from_bytes(data[entry + 28 : entry + 30], "little")
+            if data[entry + 46 : entry + 46 + length] == member.encode():
+                data[entry + 10 : entry + 12] = unknown
+            entry = data.find(b"PK\x01\x02", entry + 4)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["deflate", "crc", "method"])
+def test_a_member_that_fails_to_decompress_is_that_files_problem(tmp_path, how):
+    path = tmp_path / "bad.zip"
+    method = zipfile.ZIP_STORED if how == "crc" else zipfile.ZIP_DEFLATED
+    with zipfile.ZipFile(path, "w", method) as archive:
+        for name, data in reference_files().items():
+            archive.writestr(f"{PACKAGE}/{name}", data)
+    corrupt_member(path, f"{PACKAGE}/rope.py", how)
+    staged = intake.stage("bad", path, tmp_path / "staged")
+    [problem] = staged.problems
+    assert problem.startswith("rope.py cannot be decompressed from the zip (")
+    assert "is missing" in staged_text(staged, "rope")
+    assert staged_text(staged, "attention") == (REFERENCE / "attention.py").read_text()

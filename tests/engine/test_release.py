@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import ast
+import os
+import re
+import shutil
+import site
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 import zipfile
+from pathlib import Path
 
 import pytest
 
+from autograder import intake
 from autograder.gradescope import build_gradescope
 from autograder.release import (
     ASSIGNMENTS,
+    ORACLES,
     REPO,
     ReleaseError,
     build_handout,
@@ -74,32 +82,124 @@ def test_strip_hidden_tests_removes_decorators_and_body():
     assert "points(2)" not in stripped
 
 
-def test_handout_has_stubs_public_tests_and_no_solution(tmp_path):
-    out = tmp_path / "handout"
-    zip_path = build_handout(out)
+@pytest.fixture(scope="module")
+def handout(tmp_path_factory) -> Path:
+    """The handout zip, built once for this module's tests."""
+    return build_handout(tmp_path_factory.mktemp("release") / "handout")
+
+
+def test_handout_has_stubs_public_tests_and_no_answers(handout):
+    out = handout.with_suffix("")
     assert (out / "assignments" / "transformer_hw" / "attention.py").is_file()
+    assert (out / "tests" / "graded" / "answers.pt").is_file()
     assert not (out / "solutions").exists()
+    assert not (out / "tests" / "graded" / "oracles.py").exists()
     assert find_leaks(out) == []
-    with zipfile.ZipFile(zip_path) as archive:
+    with zipfile.ZipFile(handout) as archive:
         names = archive.namelist()
     assert "handout/assignments/transformer_hw/charlm.py" in names
+    assert "handout/autograder/runner.py" in names
     assert not [
-        n for n in names if "solutions" in n or "mutants" in n or "sandbox" in n
+        n
+        for n in names
+        if "solutions" in n or "mutants" in n or "sandbox" in n or "oracles" in n
     ]
 
 
-def test_handout_runs_its_public_tests_against_its_stubs(tmp_path):
-    """A student's first run: every public test collects, runs and fails on the stubs."""
-    build_handout(tmp_path / "handout")
+def test_the_stored_answers_pass_the_reference(handout):
+    """In the handout the public tests read stored values: the reference passes them all."""
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider"],
-        cwd=tmp_path / "handout", capture_output=True, text=True, check=False,
+        [sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
+         "--submission", str(REPO / "solutions")],
+        cwd=handout.with_suffix(""), capture_output=True, text=True, check=False,
     )  # fmt: skip
     summary = done.stdout.strip().splitlines()[-1]
-    assert done.returncode == 1 and " failed" in summary and "passed" not in summary, (
-        summary
+    assert done.returncode == 0 and "passed" in summary, done.stdout[-3000:]
+    assert "skipped" not in summary and "error" not in summary, summary
+
+
+def readme_commands(readme: str) -> list[str]:
+    """Every command line of the README's ```bash blocks, in order."""
+    blocks = re.findall(r"```bash\n(.*?)```", readme, re.DOTALL)
+    return [line for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_every_readme_command_works_from_the_unpacked_zip(handout, tmp_path):
+    """A student's path: unpack the zip, run every command block of its README in order.
+
+    The README makes a virtual environment and installs torch into it. To stay lean (no copy of
+    torch, no network) the new environment is seeded, right after the README makes it, with a
+    ``.pth`` file naming this interpreter's site-packages, so torch and the other requirements
+    are already there: the README's ``pip install`` lines find them satisfied, and
+    ``pip install -e .`` installs only the handout itself (from the local wheels pip is
+    configured with). pip may install into that environment only.
+    """
+    with zipfile.ZipFile(handout) as archive:
+        archive.extractall(tmp_path)
+    folder = tmp_path / "handout"
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    seed = f".venv/lib/{version}/site-packages/_reuse.pth"
+    commands = readme_commands((folder / "README.md").read_text(encoding="utf-8"))
+    assert commands[0] == "python3 -m venv .venv" and "pip install -e ." in commands
+    lines = []
+    for command in commands:
+        lines.append(command)
+        if "activate" not in command:
+            lines.append('echo "__rc__ $?"')
+        if command == commands[0]:
+            paths = "\n".join(site.getsitepackages())
+            lines.append(f"printf '%s\\n' '{paths}' > {seed}")
+    script = "\n".join(lines) + "\n"
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")
+    }
+    env["PATH"] = f"{Path(sys.base_prefix) / 'bin'}:{env['PATH']}"
+    env["PIP_REQUIRE_VIRTUALENV"] = "1"
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=folder, env=env, capture_output=True, text=True,
+        check=False, timeout=900,
+    )  # fmt: skip
+    out = done.stdout
+    codes = [int(c) for c in re.findall(r"^__rc__ (\d+)$", out, re.MULTILINE)]
+    ran = [c for c in commands if "activate" not in c]
+    failed = [
+        (c, rc)
+        for c, rc in zip(ran, codes, strict=True)
+        if rc != 0 and not (c.startswith("pytest") and rc == 1)  # failing tests: stubs
+    ]
+    assert not failed, out[-4000:] + done.stderr[-2000:]
+    assert (folder / ".venv" / "bin" / "autograder").is_file()
+    assert "usage: autograder [-h] {check}" in out  # the CLI offers only what ships
+    assert "Public tests: 0/" in out and "Hidden tests: " in out
+    assert "not implemented yet (transformer_hw/attention.py:" in out
+    staged = intake.stage("student", folder / "submission.zip", tmp_path / "staged")
+    assert staged.problems == []
+    [(name, source)] = intake.find([handout])
+    assert intake.stage(name, source, tmp_path / "whole").problems == []
+
+
+def test_a_planted_oracle_fails_the_release(tmp_path):
+    """A function of the answer key, or any function that computes a graded quantity, in the
+    shipped tests stops the release."""
+    repo = tmp_path / "repo"
+    for name in ("solutions", "tests", "autograder", "data"):
+        shutil.copytree(
+            REPO / name, repo / name, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    shutil.copy(REPO / "pyproject.toml", repo)
+    source = (REPO / ORACLES).read_text(encoding="utf-8")
+    node = next(
+        n for n in ast.parse(source).body if getattr(n, "name", "") == "rotate_pairs"
     )
-    assert "error" not in summary, done.stdout[-2000:]
+    planted = ast.get_source_segment(source, node)
+    written = "def my_angles(positions, d):\n    return positions[:, None] * 10000.0 ** (-torch.arange(0, d, 2) / d)\n\n\ndef my_rope(x, angles):\n    return x * angles.cos()\n"
+    for code, leak in ((planted, "rotate_pairs is a function of the answer key"),
+                       (written, "my_rope computes a graded quantity (calls cos)")):  # fmt: skip
+        target = repo / "tests" / "graded" / "test_part4_rope.py"
+        original = (REPO / "tests" / "graded" / "test_part4_rope.py").read_text()
+        target.write_text(original + "\n\n" + code + "\n", encoding="utf-8")
+        with pytest.raises(ReleaseError, match=re.escape(leak)):
+            build_handout(tmp_path / "out" / leak.split()[0], repo)
 
 
 def test_handout_refuses_a_non_empty_folder(tmp_path):
@@ -136,9 +236,9 @@ def test_gradescope_zip_has_the_entry_points_and_no_solution(tmp_path):
         "tests/conftest.py",
     } <= names
     assert not [n for n in names if n.startswith("solutions/") or "mutants" in n]
-    assert not [
-        leak for leak in find_leaks(tmp_path / "unpacked") if "hidden" not in leak
-    ]
+    # The grader carries the whole suite (hidden tests, the answer key); nothing else leaks.
+    leaks = find_leaks(tmp_path / "unpacked")
+    assert not [leak for leak in leaks if not leak.startswith("tests/graded/")], leaks
 
 
 def test_leak_check_finds_a_copied_solution_block(tmp_path):

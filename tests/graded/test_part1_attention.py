@@ -9,11 +9,11 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
 from autograder.protocol import expect_student_error
+from tests.graded.answers import additive, attend, sdpa_oracle, sdpa_suspects, softmax
 from tests.graded.compare import (
     LIKELY,
     assert_close,
@@ -24,6 +24,7 @@ from tests.graded.compare import (
 )
 from tests.graded.expect import assert_names
 from tests.graded.inputs import checked
+from tests.graded.mistakes import AFTER
 from tests.graded.strategies import examples, randint, randn, seeds, sizes
 
 pytestmark = pytest.mark.part(1)
@@ -33,69 +34,11 @@ SDPA = "attention.scaled_dot_product_attention"
 INF = float("inf")
 
 # Known mistakes, as the failure message names them.
-NO_SCALE = "scores not scaled by 1/sqrt(d_k)"
-SCALE_DK = "scores scaled by 1/d_k instead of 1/sqrt(d_k)"
-SCALE_DV = "scores scaled by 1/sqrt(d_v) instead of 1/sqrt(d_k)"
-WRONG_AXIS = "softmax over the queries axis (dim=-2) instead of the keys (dim=-1)"
-AFTER = "mask applied after the softmax without renormalizing"
-INVERTED = "bool mask inverted (True treated as permitted; True means prohibited)"
 NO_MAX = "no max subtraction in the softmax: exp overflows at logits near 1000"
 ROW_NAN = "a fully masked row gives NaN instead of raising ValueError"
 
 
 # Oracles -----------------------------------------------------------------------------------
-def additive(mask, like: torch.Tensor) -> torch.Tensor:
-    """A mask as the float tensor added to the scores: 0 permitted, -inf prohibited."""
-    if mask is None:
-        return torch.zeros_like(like)
-    if mask.dtype == torch.bool:
-        return torch.zeros(mask.shape, dtype=like.dtype).masked_fill(mask, -INF)
-    return mask.to(like.dtype)
-
-
-def attend(q, k, v, mask=None, scale=None, axis=-1, after=False):
-    """Attention by the formula in float64; the knobs reproduce known mistakes."""
-    q, k, v = q.double(), k.double(), v.double()
-    if scale is None:
-        scale = 1 / math.sqrt(q.shape[-1])
-    scores = q @ k.transpose(-2, -1) * scale  # (..., Tq, Tk)
-    bias = additive(mask, scores)
-    if after:  # softmax over all keys, then zero the prohibited ones
-        weights = torch.softmax(scores, axis) * (bias == 0)
-    else:
-        weights = torch.softmax(scores + bias, axis)
-    return weights @ v, weights  # (..., Tq, d_v), (..., Tq, Tk)
-
-
-def sdpa_oracle(q, k, v, mask=None):
-    """torch's attention output (float64) and the weights by the formula."""
-    q, k, v = q.double(), k.double(), v.double()
-    if mask is not None and mask.dtype == torch.bool:
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask)
-    else:
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=None if mask is None else mask.double()
-        )
-    return out, attend(q, k, v, mask)[1]
-
-
-def attention_suspects(q, k, v, mask=None):
-    """(out, weights) of each known mistake, keyed by its diagnosis."""
-    d_k, d_v = q.shape[-1], v.shape[-1]
-    suspects = {
-        NO_SCALE: attend(q, k, v, mask, scale=1.0),
-        SCALE_DK: attend(q, k, v, mask, scale=1 / d_k),
-        WRONG_AXIS: attend(q, k, v, mask, axis=-2),
-    }
-    if d_v != d_k:
-        suspects[SCALE_DV] = attend(q, k, v, mask, scale=1 / math.sqrt(d_v))
-    if mask is not None:
-        suspects[AFTER] = attend(q, k, v, mask, after=True)
-        if mask.dtype == torch.bool:
-            suspects[INVERTED] = attend(q, k, v, ~mask)
-    return suspects
-
-
 def unnormalized(weights, want: torch.Tensor):
     """``weights`` when they are the right weights times a per-row factor below 1: the
     normalizer still counted the prohibited keys (masked after the softmax, in any form)."""
@@ -131,7 +74,7 @@ def check_attention(hw, q, k, v, mask=None, dtype=torch.float64, what=""):
 
     out, weights = hw.call(SDPA, put(q), put(k), put(v), mask=put(mask))
     want_out, want_weights = sdpa_oracle(q, k, v, mask)
-    suspects = attention_suspects(q, k, v, mask)
+    suspects = sdpa_suspects(q, k, v, mask)
     assert_close(
         weights,
         want_weights.to(dev, dtype),
@@ -170,14 +113,12 @@ def test_softmax_matches_formula(hw):
     for dtype in (torch.float32, torch.float64):
         x = randn(3, 5, seed=11, scale=3.0, dtype=dtype)  # (3, 5)
         got = hw.call(SOFTMAX, x.to(hw.device))
-        want = torch.softmax(x.double(), -1).to(hw.device, dtype)
+        want = softmax(x, -1).to(hw.device, dtype)
         assert_close(
             got,
             want,
             f"softmax of a {dtype} (3, 5) tensor",
-            likely={
-                "softmax over dim 0 instead of dim=-1": torch.softmax(x.double(), 0)
-            },
+            likely={"softmax over dim 0 instead of dim=-1": softmax(x, 0)},
         )
 
 
@@ -191,10 +132,10 @@ def test_softmax_other_dims(hw):
         e = torch.exp(x - x.amax(-1, keepdim=True))
         assert_close(
             got,
-            torch.softmax(x, dim).to(hw.device),
+            softmax(x, dim).to(hw.device),
             f"softmax(x, dim={dim}) of a (2, 3, 4) tensor",
             likely={
-                "softmax ignores dim (always normalizes over the last axis)": torch.softmax(
+                "softmax ignores dim (always normalizes over the last axis)": softmax(
                     x, -1
                 ),
                 "max subtracted along the last axis instead of dim": e
@@ -217,7 +158,7 @@ def test_softmax_stable_large_logits(hw):
         got = hw.call(SOFTMAX, x.to(hw.device))
         what = f"softmax of {dtype} logits near +-1000"
         assert_finite(got, what, NO_MAX)
-        assert_close(got, torch.softmax(x.double(), -1).to(hw.device, dtype), what)
+        assert_close(got, softmax(x, -1).to(hw.device, dtype), what)
 
 
 @pytest.mark.points(1)
@@ -245,7 +186,7 @@ def test_softmax_neg_inf_gets_exact_zero(hw):
         torch.ones(3, device=hw.device),
         "row sums of the softmax",
     )
-    assert_close(got, torch.softmax(x.double(), -1).float().to(hw.device), "softmax")
+    assert_close(got, softmax(x, -1).float().to(hw.device), "softmax")
 
 
 @pytest.mark.points(1)
@@ -278,7 +219,7 @@ def test_scaled_dot_product_attention_example_412_7(hw):
     k[:, 0] = torch.tensor([0.0, math.log(2), math.log(4)], dtype=torch.float64)
     v = torch.tensor([[2.0], [7.0], [99.0]], dtype=torch.float64)  # (Tk=3, d_v=1)
     out, weights = hw.call(SDPA, q.to(hw.device), k.to(hw.device), v.to(hw.device))
-    suspects = attention_suspects(q, k, v)
+    suspects = sdpa_suspects(q, k, v)
     want_w = torch.tensor([[1.0, 2.0, 4.0]], dtype=torch.float64) / 7
     assert_close(
         weights,
@@ -305,7 +246,7 @@ def test_scaled_dot_product_attention_example_16_3(hw):
     out, weights = hw.call(
         SDPA, q.to(hw.device), k.to(hw.device), v.to(hw.device), mask=mask.to(hw.device)
     )
-    suspects = attention_suspects(q, k, v, mask)  # e.g. mask after the softmax: 16/7
+    suspects = sdpa_suspects(q, k, v, mask)  # e.g. mask after the softmax: 16/7
     want_w = torch.tensor([[1 / 3, 2 / 3, 0.0]], dtype=torch.float64)
     assert_close(
         weights,
@@ -346,7 +287,7 @@ def test_scaled_dot_product_attention_example_q0(hw):
         dtype=torch.float64,
     )  # (3, 4)
     out, weights = hw.call(SDPA, q.to(hw.device), k.to(hw.device), v.to(hw.device))
-    suspects = attention_suspects(q, k, v)
+    suspects = sdpa_suspects(q, k, v)
     assert_near(
         weights,
         torch.tensor(
@@ -480,7 +421,7 @@ def test_scaled_dot_product_attention_weight_properties(hw, problem):
         weights,
         want.to(dev),
         "attention weights",
-        likely=weight_suspects(attention_suspects(q, k, v, prohibited), weights, want),
+        likely=weight_suspects(sdpa_suspects(q, k, v, prohibited), weights, want),
     )
 
 
@@ -507,7 +448,7 @@ def test_scaled_dot_product_attention_permutation_equivariance(hw, seed, t_q, t_
         out,
         attend(q, k, v)[0].to(dev),
         "attention output",
-        likely={name: o for name, (o, _) in attention_suspects(q, k, v).items()},
+        likely={name: o for name, (o, _) in sdpa_suspects(q, k, v).items()},
     )
 
 

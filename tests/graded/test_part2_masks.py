@@ -10,6 +10,13 @@ import torch
 from hypothesis import given
 
 from autograder.protocol import expect_student_error
+from tests.graded.answers import (
+    attention_mask_suspects,
+    causal_suspects,
+    future,
+    padded,
+    padding_suspects,
+)
 from tests.graded.compare import assert_exact
 from tests.graded.expect import assert_names
 from tests.graded.inputs import checked
@@ -23,51 +30,6 @@ ATTENTION = "masks.attention_mask"
 
 
 # Oracles -----------------------------------------------------------------------------------
-def future(t_q: int, t_k: int, shift: int = 0, device="cpu") -> torch.Tensor:
-    """True where key j lies after query i's absolute position ``t_k - t_q + i`` (+ shift)."""
-    query = torch.arange(t_q, device=device)[:, None] + (t_k - t_q) + shift
-    return torch.arange(t_k, device=device)[None, :] > query  # (t_q, t_k)
-
-
-def causal_suspects(t_q: int, t_k: int, device="cpu") -> dict:
-    """The masks of known causal-mask mistakes."""
-    diagonal = "causal mask also hides the diagonal (a query must see its own key)"
-    offset = (
-        "causal mask ignores the t_k > t_q offset (queries are the LAST t_q positions)"
-    )
-    suspects = {offset: future(t_q, t_k, shift=t_q - t_k, device=device)}
-    hides = future(t_q, t_k, shift=-1, device=device)
-    if t_k == t_q:
-        suspects = {diagonal: hides}
-    elif t_k == t_q + 1:  # the two mistakes give the same mask here
-        suspects = {f"{offset}, or {diagonal}": hides}
-    else:
-        suspects[diagonal] = hides
-    suspects[
-        "causal mask inverted (True must mean prohibited, i.e. the future)"
-    ] = ~future(t_q, t_k, device=device)
-    return suspects
-
-
-def padded(lengths: list[int], t: int, device="cpu") -> torch.Tensor:
-    """True at positions >= lengths[b] (right padding): (B, t)."""
-    return (
-        torch.arange(t, device=device)[None, :]
-        >= torch.tensor(lengths, device=device)[:, None]
-    )
-
-
-def padding_suspects(lengths: list[int], t: int, device="cpu") -> dict:
-    pos = torch.arange(t, device=device)[None, :]
-    n = torch.tensor(lengths, device=device)[:, None]
-    return {
-        "padding mask off by one (True from position lengths[b] + 1 on)": pos > n,
-        "padding mask off by one (True from position lengths[b] - 1 on)": pos >= n - 1,
-        "left padding instead of right padding": pos < t - n,
-        "padding mask inverted (True must mean a padded position)": pos < n,
-    }
-
-
 # causal_mask -------------------------------------------------------------------------------
 @pytest.mark.points(1)
 @pytest.mark.public
@@ -195,32 +157,6 @@ def test_padding_mask_errors(hw):
 
 
 # attention_mask ----------------------------------------------------------------------------
-def attention_suspects(lengths: list[int], t: int, causal: bool, device) -> dict:
-    """(B, 1, t, t) masks of known mistakes, including those of the two masks it combines."""
-    keys = padded(lengths, t, device=device)[:, None, None, :]  # (B, 1, 1, t)
-    future_keys = future(t, t, device=device) if causal else False
-    suspects = {
-        "padding applied to the queries instead of the keys": keys.transpose(-2, -1)
-        | future_keys,
-    }
-    for mistake, pad in padding_suspects(lengths, t, device=device).items():
-        suspects[mistake] = pad[:, None, None, :] | future_keys
-    if causal:
-        suspects["padding and causal masks combined with AND instead of OR"] = (
-            keys & future_keys
-        )
-        suspects["causal mask missing"] = keys
-        suspects["causal mask also hides the diagonal"] = keys | future(
-            t, t, shift=-1, device=device
-        )
-    else:
-        suspects["causal mask applied although causal=False"] = keys | future(
-            t, t, device=device
-        )
-    b = len(lengths)
-    return {name: mask.expand(b, 1, t, t) for name, mask in suspects.items()}
-
-
 @pytest.mark.points(1)
 @pytest.mark.public
 def test_attention_mask_causal(hw):
@@ -234,7 +170,7 @@ def test_attention_mask_causal(hw):
         got,
         want,
         f"attention_mask({lengths}, {t})",
-        likely=attention_suspects(lengths, t, True, hw.device),
+        likely=attention_mask_suspects(lengths, t, True, hw.device),
     )
 
 
@@ -249,5 +185,5 @@ def test_attention_mask_not_causal(hw):
         got,
         want,
         f"attention_mask({lengths}, {t}, causal=False)",
-        likely=attention_suspects(lengths, t, False, hw.device),
+        likely=attention_mask_suspects(lengths, t, False, hw.device),
     )

@@ -14,12 +14,21 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
-from torch import nn
 
 from autograder.protocol import expect_student_error
+from tests.graded.answers import (
+    future,
+    heads_no_transpose,
+    heads_of,
+    mha_suspects,
+    torch_mha,
+    width_no_transpose,
+    width_of,
+)
 from tests.graded.compare import assert_close, assert_exact
 from tests.graded.expect import assert_names
 from tests.graded.inputs import checked
+from tests.graded.mistakes import MERGE_NO_T, SPLIT_NO_T
 from tests.graded.strategies import examples, randn, random_state, seeds, sizes
 
 pytestmark = pytest.mark.part(3)
@@ -29,39 +38,8 @@ MERGE = "heads.merge_heads"
 MHA = "heads.MultiHeadAttention"
 PROJ = ("q_proj", "k_proj", "v_proj", "out_proj")
 
-SPLIT_NO_T = "split_heads reshapes straight to (B, h, T, d_h) without the transpose"
-MERGE_NO_T = "merge_heads reshapes (B, h, T, d_h) to (B, T, D) without the transpose"
-CROSS_FROM_X = "cross-attention takes keys and values from x instead of context"
-
 
 # Oracles -----------------------------------------------------------------------------------
-def heads_of(x: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """(B, T, D) -> (B, h, T, d_h): head j holds features j*d_h .. (j+1)*d_h - 1."""
-    b, t, d = x.shape
-    return x.view(b, t, n_heads, d // n_heads).permute(0, 2, 1, 3)
-
-
-def heads_no_transpose(x: torch.Tensor, n_heads: int) -> torch.Tensor:
-    b, t, d = x.shape
-    return x.reshape(b, n_heads, t, d // n_heads)
-
-
-def width_of(x: torch.Tensor) -> torch.Tensor:
-    """(B, h, T, d_h) -> (B, T, h*d_h)."""
-    b, h, t, d = x.shape
-    return x.permute(0, 2, 1, 3).reshape(b, t, h * d)
-
-
-def width_no_transpose(x: torch.Tensor) -> torch.Tensor:
-    b, h, t, d = x.shape
-    return x.reshape(b, t, h * d)
-
-
-def causal(t_q: int, t_k: int) -> torch.Tensor:
-    """True where key j lies after query i at absolute position t_k - t_q + i: (t_q, t_k)."""
-    return torch.ones(t_q, t_k, dtype=torch.bool).triu(t_k - t_q + 1)
-
-
 def mha_weights(d_model: int, seed: int, bias: bool = True) -> dict:
     """Seeded float64 parameters under the names SPEC fixes."""
     shapes = {f"{p}.weight": (d_model, d_model) for p in PROJ}
@@ -77,83 +55,6 @@ def student_mha(hw, sd: dict, n_heads: int, dtype=torch.float64, bias: bool = Tr
     m.call("to", device=hw.device, dtype=dtype)
     m.load_state({k: v.to(hw.device, dtype) for k, v in sd.items()})
     return m
-
-
-def torch_mha(x, sd, n_heads, context=None, mask=None):
-    """torch.nn.MultiheadAttention's output (float64, CPU) with the weights ``sd``."""
-    d_model = sd["q_proj.weight"].shape[0]
-    bias = "q_proj.bias" in sd
-    ref = nn.MultiheadAttention(
-        d_model, n_heads, bias=bias, batch_first=True, dtype=torch.float64
-    )
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.cat([sd[f"{p}.weight"] for p in PROJ[:3]]))
-        ref.out_proj.weight.copy_(sd["out_proj.weight"])
-        if bias:
-            ref.in_proj_bias.copy_(torch.cat([sd[f"{p}.bias"] for p in PROJ[:3]]))
-            ref.out_proj.bias.copy_(sd["out_proj.bias"])
-        source = x if context is None else context
-        b, t_q, t_k = x.shape[0], x.shape[1], source.shape[1]
-        attn_mask = None
-        if mask is not None:  # nn.MultiheadAttention wants (B*h, Tq, Tk)
-            attn_mask = mask.expand(b, n_heads, t_q, t_k).reshape(b * n_heads, t_q, t_k)
-        out, _ = ref(
-            x.double(),
-            source.double(),
-            source.double(),
-            attn_mask=attn_mask,
-            need_weights=False,
-        )
-    return out
-
-
-def mha_formula(
-    x, sd, n_heads, context=None, mask=None, scale=None, split=heads_of, merge=width_of
-):
-    """Multi-head attention by the formula (float64); the knobs reproduce known mistakes."""
-
-    def proj(t, p):
-        return F.linear(t.double(), sd[f"{p}.weight"], sd.get(f"{p}.bias"))
-
-    source = x if context is None else context
-    q = split(proj(x, "q_proj"), n_heads)  # (B, h, Tq, d_h)
-    k = split(proj(source, "k_proj"), n_heads)  # (B, h, Tk, d_h)
-    v = split(proj(source, "v_proj"), n_heads)
-    d_head = q.shape[-1]
-    scores = q @ k.transpose(-2, -1) * (scale or 1 / math.sqrt(d_head))
-    if mask is not None:
-        if mask.dtype == torch.bool:
-            scores = scores.masked_fill(mask, -math.inf)
-        else:
-            scores = scores + mask
-    return proj(merge(torch.softmax(scores, -1) @ v), "out_proj")  # (B, Tq, D)
-
-
-def mha_suspects(x, sd, n_heads, context=None, mask=None) -> dict:
-    """What each known mistake would output, by its diagnosis (computed on demand)."""
-    d_model = x.shape[-1]
-    d_head = d_model // n_heads
-
-    def variant(**knobs):
-        return lambda: mha_formula(x, sd, n_heads, context, mask, **knobs)
-
-    suspects = {
-        "scores scaled by 1/sqrt(d_model) instead of 1/sqrt(d_head)": variant(
-            scale=1 / math.sqrt(d_model)
-        ),
-        "scores scaled by 1/d_model instead of 1/sqrt(d_head)": variant(
-            scale=1 / d_model
-        ),
-        "scores not scaled by 1/sqrt(d_head)": variant(scale=1.0),
-        "scores scaled by 1/d_head instead of 1/sqrt(d_head)": variant(
-            scale=1 / d_head
-        ),
-        SPLIT_NO_T: variant(split=heads_no_transpose),
-        MERGE_NO_T: variant(merge=width_no_transpose),
-    }
-    if context is not None:
-        suspects[CROSS_FROM_X] = lambda: torch_mha(x, sd, n_heads, None, None)
-    return suspects
 
 
 def check_mha(
@@ -269,7 +170,7 @@ def test_MultiHeadAttention_matches_torch(hw):
     sd = mha_weights(8, seed=110)
     x = randn(2, 5, 8, seed=111)  # (B, T, D)
     check_mha(hw, sd, 2, x, what="MultiHeadAttention output (float64)")
-    check_mha(hw, sd, 2, x, mask=causal(5, 5), what="output with a causal (T, T) mask")
+    check_mha(hw, sd, 2, x, mask=future(5, 5), what="output with a causal (T, T) mask")
     check_mha(hw, sd, 2, x, dtype=torch.float32, what="output (float32)")
 
 
@@ -291,7 +192,7 @@ def test_MultiHeadAttention_masked(hw):
     sd = mha_weights(8, seed=130)
     x = randn(2, 4, 8, seed=131)  # (B, T, D)
     pad = torch.tensor([[False] * 4, [False, False, True, True]])  # (B, T) lengths 4, 2
-    mask = pad[:, None, None, :] | causal(4, 4)  # (B, 1, T, T)
+    mask = pad[:, None, None, :] | future(4, 4)  # (B, 1, T, T)
     check_mha(
         hw, sd, 2, x, mask=mask, dtype=torch.float32, what="masked self-attention"
     )
@@ -361,7 +262,7 @@ def test_MultiHeadAttention_no_causal_leakage(hw, seed, t, data):
     x = randn(2, t, 6, seed=seed)  # (B, T, D)
     changed = x.clone()
     changed[:, j:] = randn(2, t - j, 6, seed=seed + 1)
-    mask = causal(t, t).to(hw.device)
+    mask = future(t, t).to(hw.device)
     out = m(x.to(hw.device), mask=mask)
     out_changed = m(changed.to(hw.device), mask=mask)
     assert_close(
@@ -370,7 +271,7 @@ def test_MultiHeadAttention_no_causal_leakage(hw, seed, t, data):
         f"outputs before position {j} after changing positions {j}..{t - 1}",
     )
     # Unchanged prefixes alone admit wrong outputs (zeros): the oracle.
-    causal_cpu = causal(t, t)
+    causal_cpu = future(t, t)
     assert_close(
         out,
         torch_mha(x, sd, 2, mask=causal_cpu).to(hw.device),
@@ -409,7 +310,7 @@ def test_MultiHeadAttention_cache_token_by_token(hw):
     )
     assert_close(
         got,
-        torch_mha(x, sd, 2, mask=causal(5, 5)).to(hw.device),
+        torch_mha(x, sd, 2, mask=future(5, 5)).to(hw.device),
         "token-by-token cached outputs",
         likely={"the cache is not used: each token attends only to itself": v_only},
     )
@@ -425,9 +326,9 @@ def test_MultiHeadAttention_cache_chunk(hw):
     x = randn(2, 5, 8, seed=161)  # (B, T, D)
     cache = new_cache(hw, 2, 2, 6, 4)
     dev = hw.device
-    first = m(x[:, :2].to(dev), mask=causal(2, 2).to(dev), cache=cache)
-    chunk = m(x[:, 2:].to(dev), mask=causal(3, 5).to(dev), cache=cache)
-    want = torch_mha(x, sd, 2, mask=causal(5, 5)).to(dev)
+    first = m(x[:, :2].to(dev), mask=future(2, 2).to(dev), cache=cache)
+    chunk = m(x[:, 2:].to(dev), mask=future(3, 5).to(dev), cache=cache)
+    want = torch_mha(x, sd, 2, mask=future(5, 5)).to(dev)
     assert_close(
         first, want[:, :2], "outputs of the first 2 tokens (through the cache)"
     )

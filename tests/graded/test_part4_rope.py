@@ -12,6 +12,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.graded.answers import angles_oracle, rope_oracle, rope_suspects
 from tests.graded.compare import assert_close
 from tests.graded.expect import raises_value_error
 from tests.graded.inputs import checked
@@ -24,59 +25,6 @@ NO_ROTATION = "no rotation applied: apply_rope returns x unchanged"
 
 
 # Oracles ------------------------------------------------------------------------------------
-def inv_freq(d_head, base=10000.0, exponent=2.0, device="cpu"):
-    """``base ** (-exponent * i / d_head)`` for each pair ``i``, in float64."""
-    i = torch.arange(d_head // 2, dtype=torch.float64, device=device)
-    return base ** (-exponent * i / d_head)  # (d_head/2,)
-
-
-def angles_oracle(positions, d_head, base=10000.0, exponent=2.0):
-    """``positions[..., None] * base ** (-2 i / d_head)``: (..., d_head/2), float64."""
-    freq = inv_freq(d_head, base, exponent, positions.device)
-    return positions.double()[..., None] * freq
-
-
-def rotate_pairs(x, angles, layout="interleaved"):
-    """Rotate pairs of ``x (..., d)`` by ``angles (..., d/2)`` (broadcast), in float64."""
-    x = x.double()
-    half = x.shape[-1] // 2
-    if layout == "interleaved":
-        a, b = x[..., 0::2], x[..., 1::2]  # (..., d/2) each
-    else:  # "rotate_half": pairs (i, i + d/2)
-        a, b = x[..., :half], x[..., half:]
-    cos, sin = angles.cos(), angles.sin()
-    first, second = a * cos - b * sin, a * sin + b * cos  # (..., d/2) each
-    if layout == "interleaved":
-        return torch.stack((first, second), dim=-1).flatten(-2)  # (..., d)
-    return torch.cat((first, second), dim=-1)
-
-
-def rope_oracle(x, positions, base=10000.0):
-    """The interleaved rotation of SPEC.md part 4, in float64; positions broadcast to x[..., 0]."""
-    return rotate_pairs(x, angles_oracle(positions, x.shape[-1], base))
-
-
-def rope_suspects(x, positions, base=10000.0):
-    """What the known RoPE mistakes would output for ``apply_rope(x, positions, base)``."""
-    d, t = x.shape[-1], x.shape[-2]
-    arange = torch.arange(t, device=x.device)
-    return {
-        "half-split (rotate_half) pairing of i with i + d/2 instead of the interleaved "
-        "pairs (x[2i], x[2i+1])": lambda: rotate_pairs(
-            x, angles_oracle(positions, d, base), "rotate_half"
-        ),
-        "rotation in the wrong direction (the sign of sin is flipped)": lambda: (
-            rotate_pairs(x, -angles_oracle(positions, d, base))
-        ),
-        "frequencies base ** (-i / d_head) instead of base ** (-2 i / d_head)": lambda: (
-            rotate_pairs(x, angles_oracle(positions, d, base, exponent=1.0))
-        ),
-        "positions ignored (arange(T) used instead)": lambda: rope_oracle(
-            x, arange, base
-        ),
-    }
-
-
 def float32_suspect(got, expected):
     """Diagnose float64 results that are right only to float32 precision (off by < 0.05)."""
 

@@ -9,8 +9,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
+from tests.graded.answers import (
+    block_suspects,
+    feed_forward,
+    future,
+    layer_norm,
+    layer_norm_suspects,
+    post_norm,
+    pre_norm,
+    rms_norm,
+    rms_suspects,
+)
 from tests.graded.compare import assert_close, assert_exact
 from tests.graded.inputs import checked
 from tests.graded.strategies import randn, random_state
@@ -22,120 +32,6 @@ D, H, D_FF = 8, 2, 12  # model width, heads, feed-forward width (d_h = 4)
 
 
 # Oracles ------------------------------------------------------------------------------------
-def layer_norm(x, sd, name, eps=1e-5):
-    return F.layer_norm(
-        x, x.shape[-1:], sd[f"{name}.weight"], sd[f"{name}.bias"], eps=eps
-    )
-
-
-def layer_norm_unbiased(x, sd, name, eps=1e-5):
-    """The mistake: variance divided by d - 1."""
-    var = x.var(dim=-1, keepdim=True, unbiased=True)
-    return (x - x.mean(-1, keepdim=True)) / torch.sqrt(var + eps) * sd[
-        f"{name}.weight"
-    ] + sd[f"{name}.bias"]
-
-
-def layer_norm_eps_outside(x, sd, name, eps=1e-5):
-    """The mistake: ``sqrt(var) + eps``."""
-    var = x.var(dim=-1, keepdim=True, unbiased=False)
-    return (x - x.mean(-1, keepdim=True)) / (torch.sqrt(var) + eps) * sd[
-        f"{name}.weight"
-    ] + sd[f"{name}.bias"]
-
-
-def layer_norm_suspects(x, sd, eps, name="ln"):
-    return {
-        "LayerNorm with the unbiased variance (divide by d - 1); it must divide by d": (
-            lambda: layer_norm_unbiased(x, sd, name, eps)
-        ),
-        "eps added outside the square root: use sqrt(var + eps)": (
-            lambda: layer_norm_eps_outside(x, sd, name, eps)
-        ),
-    }
-
-
-def rms_suspects(x, weight, eps):
-    ms = (x * x).mean(-1, keepdim=True)
-    centered = x - x.mean(-1, keepdim=True)
-    return {
-        "RMSNorm subtracts the mean; it must not (that is LayerNorm)": lambda: (
-            F.rms_norm(centered, x.shape[-1:], weight, eps=eps)
-        ),
-        "eps added outside the square root: use sqrt(mean(x^2) + eps)": lambda: (
-            x / (torch.sqrt(ms) + eps) * weight
-        ),
-    }
-
-
-def feed_forward(x, sd, prefix="ffn."):
-    hidden = F.relu(F.linear(x, sd[prefix + "fc1.weight"], sd[prefix + "fc1.bias"]))
-    return F.linear(hidden, sd[prefix + "fc2.weight"], sd[prefix + "fc2.bias"])
-
-
-def attention(x, sd, mask, prefix="attn."):
-    """Multi-head self-attention with the loaded projections; ``mask`` True = prohibited."""
-    batch, t, d = x.shape
-
-    def heads(name):  # (B, h, T, d_h)
-        y = F.linear(x, sd[f"{prefix}{name}.weight"], sd[f"{prefix}{name}.bias"])
-        return y.view(batch, t, H, d // H).transpose(1, 2)
-
-    out = F.scaled_dot_product_attention(
-        heads("q_proj"), heads("k_proj"), heads("v_proj"), attn_mask=~mask
-    )  # (B, h, T, d_h)
-    out = out.transpose(1, 2).reshape(batch, t, d)
-    return F.linear(out, sd[f"{prefix}out_proj.weight"], sd[f"{prefix}out_proj.bias"])
-
-
-def pre_norm(x, sd, mask):
-    h = x + attention(layer_norm(x, sd, "ln1"), sd, mask)
-    return h + feed_forward(layer_norm(h, sd, "ln2"), sd)
-
-
-def post_norm(x, sd, mask):
-    h = layer_norm(x + attention(x, sd, mask), sd, "ln1")
-    return layer_norm(h + feed_forward(h, sd), sd, "ln2")
-
-
-def pre_norm_residual_of_normalized(x, sd, mask):
-    """The course notebook's mistake: the residual adds ``ln1(x)``, not ``x``."""
-    n = layer_norm(x, sd, "ln1")
-    h = n + attention(n, sd, mask)
-    return h + feed_forward(layer_norm(h, sd, "ln2"), sd)
-
-
-def pre_norm_residuals_of_normalized(x, sd, mask):
-    """The same mistake in both sub-layers: ``ln(x) + f(ln(x))``."""
-    n = layer_norm(x, sd, "ln1")
-    h = n + attention(n, sd, mask)
-    n2 = layer_norm(h, sd, "ln2")
-    return n2 + feed_forward(n2, sd)
-
-
-RESIDUAL = "the residual adds the normalized tensor (h = ln1(x) + attn(ln1(x))); add the incoming x"
-RESIDUALS = "the residuals add the normalized tensors (ln(x) + f(ln(x))); add the incoming tensors"
-
-
-def block_suspects(x, sd, mask, form):
-    if form == "pre":
-        return {
-            "pre- and post-norm swapped (this is the post-norm order)": lambda: (
-                post_norm(x, sd, mask)
-            ),
-            RESIDUAL: lambda: pre_norm_residual_of_normalized(x, sd, mask),
-            RESIDUALS: lambda: pre_norm_residuals_of_normalized(x, sd, mask),
-        }
-    return {
-        "pre- and post-norm swapped (this is the pre-norm order)": lambda: pre_norm(
-            x, sd, mask
-        ),
-    }
-
-
-def causal(t, device):
-    """(T, T) bool, True = key in the future (prohibited)."""
-    return torch.ones(t, t, dtype=torch.bool, device=device).triu(1)
 
 
 def block_state(seed, device):
@@ -246,15 +142,15 @@ def test_rms_norm_matches_torch(hw):
         raise AssertionError("RMSNorm has a parameter 'bias'; it must have none")
     assert_close(
         norm(x),
-        F.rms_norm(x, (6,), ones, eps=1e-6),
+        rms_norm(x, ones, 1e-6),
         "RMSNorm(6) with the default eps=1e-6",
         likely={
             **rms_suspects(x, ones, 1e-6),
-            "RMSNorm's default eps must be 1e-6 (not 1e-5)": lambda: F.rms_norm(
-                x, (6,), ones, eps=1e-5
+            "RMSNorm's default eps must be 1e-6 (not 1e-5)": lambda: rms_norm(
+                x, ones, 1e-5
             ),
-            "RMSNorm's default eps must be 1e-6 (not 1e-8)": lambda: F.rms_norm(
-                x, (6,), ones, eps=1e-8
+            "RMSNorm's default eps must be 1e-6 (not 1e-8)": lambda: rms_norm(
+                x, ones, 1e-8
             ),
         },
     )
@@ -278,7 +174,7 @@ def test_rms_norm_loaded_weight(hw):
         x64 = x.double()
         assert_close(
             norm(x),
-            F.rms_norm(x64, (5,), weight, eps=0.05).to(dtype),
+            rms_norm(x64, weight, 0.05).to(dtype),
             f"RMSNorm(5, eps=0.05) with a loaded weight on {dtype}",
             likely=rms_suspects(x64, weight, 0.05),
         )
@@ -309,7 +205,7 @@ def test_pre_norm_block_matches_oracle(hw):
     sd = block_state(60, hw.device)
     block = new_module(hw, "block.PreNormBlock", D, H, D_FF, state=sd)
     x = randn(2, 5, D, seed=61, device=hw.device)  # (B, T, D)
-    mask = causal(5, hw.device)
+    mask = future(5, 5, device=hw.device)
     assert_close(
         block(x, mask=mask),
         pre_norm(x, sd, mask),
@@ -323,7 +219,7 @@ def test_pre_norm_block_matches_oracle(hw):
 def test_post_norm_block_matches_oracle(hw):
     """h = ln1(x + attn(x)); out = ln2(h + ffn(h)), causal, batch of 2, float64 and float32."""
     sd = block_state(62, hw.device)
-    mask = causal(4, hw.device)
+    mask = future(4, 4, device=hw.device)
     for dtype in (F64, torch.float32):
         block = new_module(
             hw,
@@ -354,7 +250,7 @@ def test_pre_norm_block_zeroed_branch(hw):
         sd[name] = torch.zeros_like(sd[name])
     block = new_module(hw, "block.PreNormBlock", D, H, D_FF, state=sd)
     x = randn(2, 4, D, seed=65, device=hw.device)  # (B, T, D)
-    mask = causal(4, hw.device)
+    mask = future(4, 4, device=hw.device)
     ln1 = layer_norm(x, sd, "ln1")
     assert_exact(
         block(x, mask=mask),
@@ -375,13 +271,7 @@ def test_pre_norm_block_zeroed_branch(hw):
         block(x, mask=mask),
         x + feed_forward(layer_norm(x, sd, "ln2"), sd),
         "PreNormBlock with attn.out_proj zeroed (should be x + ffn(ln2(x)))",
-        likely={
-            RESIDUAL: lambda: pre_norm_residual_of_normalized(x, sd, mask),
-            RESIDUALS: lambda: pre_norm_residuals_of_normalized(x, sd, mask),
-            "pre- and post-norm swapped (this is the post-norm order)": lambda: (
-                post_norm(x, sd, mask)
-            ),
-        },
+        likely=block_suspects(x, sd, mask, "pre"),
     )
 
 
@@ -400,7 +290,7 @@ def test_post_norm_block_zeroed_branch(hw):
     block = new_module(hw, "block.PostNormBlock", D, H, D_FF, state=sd)
     x = randn(2, 4, D, seed=67, device=hw.device)  # (B, T, D)
     assert_close(
-        block(x, mask=causal(4, hw.device)),
+        block(x, mask=future(4, 4, device=hw.device)),
         layer_norm(layer_norm(x, sd, "ln1"), sd, "ln2"),
         "PostNormBlock with attn.out_proj and ffn.fc2 zeroed (should be ln2(ln1(x)))",
         likely={"pre- and post-norm swapped (this is the pre-norm order)": x},
@@ -419,7 +309,7 @@ def test_pre_norm_block_with_cache(hw):
     steps = [block(x[:, t : t + 1], cache=cache) for t in range(4)]  # (B, 1, D) each
     assert_close(
         torch.cat(steps, dim=1),
-        pre_norm(x, sd, causal(4, hw.device)),
+        pre_norm(x, sd, future(4, 4, device=hw.device)),
         "PreNormBlock fed one token at a time with a KVCache",
     )
 

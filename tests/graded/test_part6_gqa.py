@@ -14,6 +14,13 @@ import torch.nn.functional as F
 from hypothesis import given
 
 from autograder.protocol import StudentError
+from tests.graded.answers import (
+    gqa_oracle,
+    gqa_suspects,
+    project,
+    repeat_kv,
+    restarting_positions,
+)
 from tests.graded.compare import LIKELY, assert_close, assert_exact
 from tests.graded.expect import raises_value_error
 from tests.graded.inputs import checked
@@ -26,18 +33,6 @@ B, T, D, H, H_KV = 2, 5, 24, 4, 2  # d_h = 6, two query heads per kv head
 
 
 # Oracles ------------------------------------------------------------------------------------
-def rope(x, positions, base=10000.0):
-    """Interleaved RoPE of SPEC.md part 4 on x (..., T, d), float64."""
-    d = x.shape[-1]
-    i = torch.arange(d // 2, dtype=F64, device=x.device)
-    angle = positions.double()[:, None] * base ** (-2 * i / d)  # (T, d/2)
-    a, b = x[..., 0::2], x[..., 1::2]
-    out = torch.stack(
-        (a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()), -1
-    )
-    return out.flatten(-2)  # (..., T, d)
-
-
 def gqa_state(seed, device, d_model=D, n_heads=H, n_kv=H_KV, dtype=F64):
     d_h = d_model // n_heads
     shapes = {
@@ -47,58 +42,6 @@ def gqa_state(seed, device, d_model=D, n_heads=H, n_kv=H_KV, dtype=F64):
         "out_proj.weight": (d_model, n_heads * d_h),
     }
     return random_state(shapes, seed, dtype, device)
-
-
-def project(x, sd, n_heads, n_kv, positions):
-    """Rotated q (B, h, T, d_h), rotated k and plain v (B, h_kv, T, d_h)."""
-    batch, t, _ = x.shape
-    d_h = sd["q_proj.weight"].shape[0] // n_heads
-
-    def heads(name, n):
-        return F.linear(x, sd[name]).view(batch, t, n, d_h).transpose(1, 2)
-
-    q, k = heads("q_proj.weight", n_heads), heads("k_proj.weight", n_kv)
-    return rope(q, positions), rope(k, positions), heads("v_proj.weight", n_kv)
-
-
-def gqa_oracle(x, sd, n_heads=H, n_kv=H_KV, positions=None, tile=False, use_rope=True):
-    """Causal GQA in float64; ``positions`` (T,) for RoPE, default arange(T).
-
-    ``tile=True`` gives the tiled-kv-heads mistake, ``use_rope=False`` no rotation at all.
-    """
-    x = x.double()
-    batch, t, _ = x.shape
-    if positions is None:
-        positions = torch.arange(t, device=x.device)
-    if not use_rope:
-        positions = torch.zeros_like(positions)
-    q, k, v = project(x, sd, n_heads, n_kv, positions)
-    if tile:  # [k0, k1, k0, k1] instead of [k0, k0, k1, k1]
-        reps = (1, n_heads // n_kv, 1, 1)
-        out = F.scaled_dot_product_attention(
-            q, k.repeat(reps), v.repeat(reps), is_causal=True
-        )
-    else:
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-    out = out.transpose(1, 2).reshape(batch, t, -1)  # (B, T, h*d_h)
-    return F.linear(out, sd["out_proj.weight"])
-
-
-def gqa_suspects(x, sd, n_heads=H, n_kv=H_KV):
-    return {
-        "kv heads tiled ([k0, k1, k0, k1]) instead of interleaved ([k0, k0, k1, k1]): "
-        "query head j must use kv head j // n_rep": lambda: gqa_oracle(
-            x, sd, n_heads, n_kv, tile=True
-        ),
-        "RoPE not applied to q and k": lambda: gqa_oracle(
-            x, sd, n_heads, n_kv, use_rope=False
-        ),
-    }
-
-
-def restarting_positions(chunks, device):
-    """The mistake of cached decoding: every chunk's positions restart at 0."""
-    return torch.cat([torch.arange(c, device=device) for c in chunks])
 
 
 NOT_OFFSET = (
@@ -193,11 +136,11 @@ def test_repeat_kv_interleaves(hw):
         x = randn(*shape, seed=70 + n_rep, device=hw.device)  # (B, h_kv, T, d)
         assert_exact(
             hw.call("gqa.repeat_kv", x, n_rep),
-            x.repeat_interleave(n_rep, dim=1),
+            repeat_kv(x, n_rep),
             f"repeat_kv(x {shape}, n_rep={n_rep})",
             likely={
                 "kv heads tiled ([k0, k1, k0, k1]) instead of each repeated n_rep times in "
-                "place ([k0, k0, k1, k1])": x.repeat(1, n_rep, 1, 1)
+                "place ([k0, k0, k1, k1])": repeat_kv(x, n_rep, tiled=True)
             },
         )
 

@@ -1,0 +1,32 @@
+"""Known mistakes, as the feedback names them, that both the tests and the oracles refer to.
+
+The oracles (``tests.graded.oracles``) reproduce these mistakes; the tests name them. This
+module ships in the student handout (the names are feedback, not answers); the oracles do not.
+"""
+
+# Part 1
+NO_SCALE = "scores not scaled by 1/sqrt(d_k)"
+SCALE_DK = "scores scaled by 1/d_k instead of 1/sqrt(d_k)"
+SCALE_DV = "scores scaled by 1/sqrt(d_v) instead of 1/sqrt(d_k)"
+WRONG_AXIS = "softmax over the queries axis (dim=-2) instead of the keys (dim=-1)"
+AFTER = "mask applied after the softmax without renormalizing"
+INVERTED = "bool mask inverted (True treated as permitted; True means prohibited)"
+
+# Part 3
+SPLIT_NO_T = "split_heads reshapes straight to (B, h, T, d_h) without the transpose"
+MERGE_NO_T = "merge_heads reshapes (B, h, T, d_h) to (B, T, D) without the transpose"
+CROSS_FROM_X = "cross-attention takes keys and values from x instead of context"
+
+# Part 5
+RESIDUAL = "the residual adds the normalized tensor (h = ln1(x) + attn(ln1(x))); add the incoming x"
+RESIDUALS = "the residuals add the normalized tensors (ln(x) + f(ln(x))); add the incoming tensors"
+
+# Part 7
+PAD_COUNTED = (
+    "padding counted: the mean divides by every position, not the real targets"
+)
+PAD_AS_CLASS = "padding scored as a target of class 0 instead of being ignored"
+BATCH_MEANS = (
+    "mean of batch means (the notebook's epoch average) instead of "
+    "total loss / total tokens"
+)

@@ -1,0 +1,648 @@
+"""The answer key: float64 oracles for every graded quantity, and the known mistakes' outputs.
+
+Every expected value of the graded suite comes from here: torch's own layers where torch has
+one (``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``, ``F.layer_norm``,
+``F.cross_entropy``), the formula of SPEC.md otherwise, always in float64. The ``*_suspects``
+functions give what each known mistake would produce (by its diagnosis), so a failure can name
+it. Larger layers compose the smaller ones.
+
+This module never ships in the student handout: there the public tests read the values it
+produced at release time (``tests.graded.answers``), and the release's leak check refuses any
+function that computes a graded quantity.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tests.graded.mistakes import (
+    AFTER,
+    BATCH_MEANS,
+    CROSS_FROM_X,
+    INVERTED,
+    MERGE_NO_T,
+    NO_SCALE,
+    PAD_AS_CLASS,
+    PAD_COUNTED,
+    RESIDUAL,
+    RESIDUALS,
+    SCALE_DK,
+    SCALE_DV,
+    SPLIT_NO_T,
+    WRONG_AXIS,
+)
+
+INF = math.inf
+F64 = torch.float64
+PROJ = ("q_proj", "k_proj", "v_proj", "out_proj")  # SPEC.md's parameter names
+PAD, IGNORE = 0, -100  # SPEC.md's PAD_ID and IGNORE_INDEX
+EPS = 1e-5  # LayerNorm's default eps
+CORPUS = (Path(__file__).resolve().parents[2] / "data" / "names.txt").read_text()
+CHARS = sorted(set(CORPUS))  # "\n" and a-z
+
+
+# part1 attention ------------------------------------------------------------
+def additive(mask, like: torch.Tensor) -> torch.Tensor:
+    """A mask as the float tensor added to the scores: 0 permitted, -inf prohibited."""
+    if mask is None:
+        return torch.zeros_like(like)
+    if mask.dtype == torch.bool:
+        return torch.zeros(mask.shape, dtype=like.dtype).masked_fill(mask, -INF)
+    return mask.to(like.dtype)
+
+
+def softmax(x, dim=-1):
+    """torch's softmax in float64."""
+    return torch.softmax(x.double(), dim)
+
+
+def attend(q, k, v, mask=None, scale=None, axis=-1, after=False):
+    """Attention by the formula in float64; the knobs reproduce known mistakes."""
+    q, k, v = q.double(), k.double(), v.double()
+    if scale is None:
+        scale = 1 / math.sqrt(q.shape[-1])
+    scores = q @ k.transpose(-2, -1) * scale  # (..., Tq, Tk)
+    bias = additive(mask, scores)
+    if after:  # softmax over all keys, then zero the prohibited ones
+        weights = torch.softmax(scores, axis) * (bias == 0)
+    else:
+        weights = torch.softmax(scores + bias, axis)
+    return weights @ v, weights  # (..., Tq, d_v), (..., Tq, Tk)
+
+
+def sdpa_oracle(q, k, v, mask=None):
+    """torch's attention output (float64) and the weights by the formula."""
+    q, k, v = q.double(), k.double(), v.double()
+    if mask is not None and mask.dtype == torch.bool:
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask)
+    else:
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=None if mask is None else mask.double()
+        )
+    return out, attend(q, k, v, mask)[1]
+
+
+def sdpa_suspects(q, k, v, mask=None):
+    """(out, weights) of each known mistake, keyed by its diagnosis."""
+    d_k, d_v = q.shape[-1], v.shape[-1]
+    suspects = {
+        NO_SCALE: attend(q, k, v, mask, scale=1.0),
+        SCALE_DK: attend(q, k, v, mask, scale=1 / d_k),
+        WRONG_AXIS: attend(q, k, v, mask, axis=-2),
+    }
+    if d_v != d_k:
+        suspects[SCALE_DV] = attend(q, k, v, mask, scale=1 / math.sqrt(d_v))
+    if mask is not None:
+        suspects[AFTER] = attend(q, k, v, mask, after=True)
+        if mask.dtype == torch.bool:
+            suspects[INVERTED] = attend(q, k, v, ~mask)
+    return suspects
+
+
+# part2 masks ------------------------------------------------------------
+def future(t_q: int, t_k: int, shift: int = 0, device="cpu") -> torch.Tensor:
+    """True where key j lies after query i's absolute position ``t_k - t_q + i`` (+ shift)."""
+    query = torch.arange(t_q, device=device)[:, None] + (t_k - t_q) + shift
+    return torch.arange(t_k, device=device)[None, :] > query  # (t_q, t_k)
+
+
+def causal_suspects(t_q: int, t_k: int, device="cpu") -> dict:
+    """The masks of known causal-mask mistakes."""
+    diagonal = "causal mask also hides the diagonal (a query must see its own key)"
+    offset = (
+        "causal mask ignores the t_k > t_q offset (queries are the LAST t_q positions)"
+    )
+    suspects = {offset: future(t_q, t_k, shift=t_q - t_k, device=device)}
+    hides = future(t_q, t_k, shift=-1, device=device)
+    if t_k == t_q:
+        suspects = {diagonal: hides}
+    elif t_k == t_q + 1:  # the two mistakes give the same mask here
+        suspects = {f"{offset}, or {diagonal}": hides}
+    else:
+        suspects[diagonal] = hides
+    suspects[
+        "causal mask inverted (True must mean prohibited, i.e. the future)"
+    ] = ~future(t_q, t_k, device=device)
+    return suspects
+
+
+def padded(lengths: list[int], t: int, device="cpu") -> torch.Tensor:
+    """True at positions >= lengths[b] (right padding): (B, t)."""
+    return (
+        torch.arange(t, device=device)[None, :]
+        >= torch.tensor(lengths, device=device)[:, None]
+    )
+
+
+def padding_suspects(lengths: list[int], t: int, device="cpu") -> dict:
+    pos = torch.arange(t, device=device)[None, :]
+    n = torch.tensor(lengths, device=device)[:, None]
+    return {
+        "padding mask off by one (True from position lengths[b] + 1 on)": pos > n,
+        "padding mask off by one (True from position lengths[b] - 1 on)": pos >= n - 1,
+        "left padding instead of right padding": pos < t - n,
+        "padding mask inverted (True must mean a padded position)": pos < n,
+    }
+
+
+def attention_mask_suspects(lengths: list[int], t: int, causal: bool, device) -> dict:
+    """(B, 1, t, t) masks of known mistakes, including those of the two masks it combines."""
+    keys = padded(lengths, t, device=device)[:, None, None, :]  # (B, 1, 1, t)
+    future_keys = future(t, t, device=device) if causal else False
+    suspects = {
+        "padding applied to the queries instead of the keys": keys.transpose(-2, -1)
+        | future_keys,
+    }
+    for mistake, pad in padding_suspects(lengths, t, device=device).items():
+        suspects[mistake] = pad[:, None, None, :] | future_keys
+    if causal:
+        suspects["padding and causal masks combined with AND instead of OR"] = (
+            keys & future_keys
+        )
+        suspects["causal mask missing"] = keys
+        suspects["causal mask also hides the diagonal"] = keys | future(
+            t, t, shift=-1, device=device
+        )
+    else:
+        suspects["causal mask applied although causal=False"] = keys | future(
+            t, t, device=device
+        )
+    b = len(lengths)
+    return {name: mask.expand(b, 1, t, t) for name, mask in suspects.items()}
+
+
+# part3 heads ------------------------------------------------------------
+def heads_of(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(B, T, D) -> (B, h, T, d_h): head j holds features j*d_h .. (j+1)*d_h - 1."""
+    b, t, d = x.shape
+    return x.view(b, t, n_heads, d // n_heads).permute(0, 2, 1, 3)
+
+
+def heads_no_transpose(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    b, t, d = x.shape
+    return x.reshape(b, n_heads, t, d // n_heads)
+
+
+def width_of(x: torch.Tensor) -> torch.Tensor:
+    """(B, h, T, d_h) -> (B, T, h*d_h)."""
+    b, h, t, d = x.shape
+    return x.permute(0, 2, 1, 3).reshape(b, t, h * d)
+
+
+def width_no_transpose(x: torch.Tensor) -> torch.Tensor:
+    b, h, t, d = x.shape
+    return x.reshape(b, t, h * d)
+
+
+def torch_mha(x, sd, n_heads, context=None, mask=None):
+    """torch.nn.MultiheadAttention's output (float64, CPU) with the weights ``sd``."""
+    d_model = sd["q_proj.weight"].shape[0]
+    bias = "q_proj.bias" in sd
+    ref = nn.MultiheadAttention(
+        d_model, n_heads, bias=bias, batch_first=True, dtype=F64, device=x.device
+    )
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([sd[f"{p}.weight"] for p in PROJ[:3]]))
+        ref.out_proj.weight.copy_(sd["out_proj.weight"])
+        if bias:
+            ref.in_proj_bias.copy_(torch.cat([sd[f"{p}.bias"] for p in PROJ[:3]]))
+            ref.out_proj.bias.copy_(sd["out_proj.bias"])
+        source = x if context is None else context
+        b, t_q, t_k = x.shape[0], x.shape[1], source.shape[1]
+        attn_mask = None
+        if mask is not None:  # nn.MultiheadAttention wants (B*h, Tq, Tk)
+            attn_mask = mask.expand(b, n_heads, t_q, t_k).reshape(b * n_heads, t_q, t_k)
+        out, _ = ref(
+            x.double(),
+            source.double(),
+            source.double(),
+            attn_mask=attn_mask,
+            need_weights=False,
+        )
+    return out
+
+
+def mha_formula(
+    x, sd, n_heads, context=None, mask=None, scale=None, split=heads_of, merge=width_of
+):
+    """Multi-head attention by the formula (float64); the knobs reproduce known mistakes."""
+
+    def proj(t, p):
+        return F.linear(t.double(), sd[f"{p}.weight"], sd.get(f"{p}.bias"))
+
+    source = x if context is None else context
+    q = split(proj(x, "q_proj"), n_heads)  # (B, h, Tq, d_h)
+    k = split(proj(source, "k_proj"), n_heads)  # (B, h, Tk, d_h)
+    v = split(proj(source, "v_proj"), n_heads)
+    d_head = q.shape[-1]
+    scores = q @ k.transpose(-2, -1) * (scale or 1 / math.sqrt(d_head))
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(mask, -math.inf)
+        else:
+            scores = scores + mask
+    return proj(merge(torch.softmax(scores, -1) @ v), "out_proj")  # (B, Tq, D)
+
+
+def mha_suspects(x, sd, n_heads, context=None, mask=None) -> dict:
+    """What each known mistake would output, by its diagnosis (computed on demand)."""
+    d_model = x.shape[-1]
+    d_head = d_model // n_heads
+
+    def variant(**knobs):
+        return lambda: mha_formula(x, sd, n_heads, context, mask, **knobs)
+
+    suspects = {
+        "scores scaled by 1/sqrt(d_model) instead of 1/sqrt(d_head)": variant(
+            scale=1 / math.sqrt(d_model)
+        ),
+        "scores scaled by 1/d_model instead of 1/sqrt(d_head)": variant(
+            scale=1 / d_model
+        ),
+        "scores not scaled by 1/sqrt(d_head)": variant(scale=1.0),
+        "scores scaled by 1/d_head instead of 1/sqrt(d_head)": variant(
+            scale=1 / d_head
+        ),
+        SPLIT_NO_T: variant(split=heads_no_transpose),
+        MERGE_NO_T: variant(merge=width_no_transpose),
+    }
+    if context is not None:
+        suspects[CROSS_FROM_X] = lambda: torch_mha(x, sd, n_heads, None, None)
+    return suspects
+
+
+# part4 rope ------------------------------------------------------------
+def inv_freq(d_head, base=10000.0, exponent=2.0, device="cpu"):
+    """``base ** (-exponent * i / d_head)`` for each pair ``i``, in float64."""
+    i = torch.arange(d_head // 2, dtype=torch.float64, device=device)
+    return base ** (-exponent * i / d_head)  # (d_head/2,)
+
+
+def angles_oracle(positions, d_head, base=10000.0, exponent=2.0):
+    """``positions[..., None] * base ** (-2 i / d_head)``: (..., d_head/2), float64."""
+    freq = inv_freq(d_head, base, exponent, positions.device)
+    return positions.double()[..., None] * freq
+
+
+def rotate_pairs(x, angles, layout="interleaved"):
+    """Rotate pairs of ``x (..., d)`` by ``angles (..., d/2)`` (broadcast), in float64."""
+    x = x.double()
+    half = x.shape[-1] // 2
+    if layout == "interleaved":
+        a, b = x[..., 0::2], x[..., 1::2]  # (..., d/2) each
+    else:  # "rotate_half": pairs (i, i + d/2)
+        a, b = x[..., :half], x[..., half:]
+    cos, sin = angles.cos(), angles.sin()
+    first, second = a * cos - b * sin, a * sin + b * cos  # (..., d/2) each
+    if layout == "interleaved":
+        return torch.stack((first, second), dim=-1).flatten(-2)  # (..., d)
+    return torch.cat((first, second), dim=-1)
+
+
+def rope_oracle(x, positions, base=10000.0):
+    """The interleaved rotation of SPEC.md part 4, in float64; positions broadcast to x[..., 0]."""
+    return rotate_pairs(x, angles_oracle(positions, x.shape[-1], base))
+
+
+def rope_suspects(x, positions, base=10000.0):
+    """What the known RoPE mistakes would output for ``apply_rope(x, positions, base)``."""
+    d, t = x.shape[-1], x.shape[-2]
+    arange = torch.arange(t, device=x.device)
+    return {
+        "half-split (rotate_half) pairing of i with i + d/2 instead of the interleaved "
+        "pairs (x[2i], x[2i+1])": lambda: rotate_pairs(
+            x, angles_oracle(positions, d, base), "rotate_half"
+        ),
+        "rotation in the wrong direction (the sign of sin is flipped)": lambda: (
+            rotate_pairs(x, -angles_oracle(positions, d, base))
+        ),
+        "frequencies base ** (-i / d_head) instead of base ** (-2 i / d_head)": lambda: (
+            rotate_pairs(x, angles_oracle(positions, d, base, exponent=1.0))
+        ),
+        "positions ignored (arange(T) used instead)": lambda: rope_oracle(
+            x, arange, base
+        ),
+    }
+
+
+# part5 norm_block ------------------------------------------------------------
+def layer_norm(x, sd, name, eps=1e-5):
+    return F.layer_norm(
+        x, x.shape[-1:], sd[f"{name}.weight"], sd[f"{name}.bias"], eps=eps
+    )
+
+
+def layer_norm_unbiased(x, sd, name, eps=1e-5):
+    """The mistake: variance divided by d - 1."""
+    var = x.var(dim=-1, keepdim=True, unbiased=True)
+    return (x - x.mean(-1, keepdim=True)) / torch.sqrt(var + eps) * sd[
+        f"{name}.weight"
+    ] + sd[f"{name}.bias"]
+
+
+def layer_norm_eps_outside(x, sd, name, eps=1e-5):
+    """The mistake: ``sqrt(var) + eps``."""
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - x.mean(-1, keepdim=True)) / (torch.sqrt(var) + eps) * sd[
+        f"{name}.weight"
+    ] + sd[f"{name}.bias"]
+
+
+def layer_norm_suspects(x, sd, eps, name="ln"):
+    return {
+        "LayerNorm with the unbiased variance (divide by d - 1); it must divide by d": (
+            lambda: layer_norm_unbiased(x, sd, name, eps)
+        ),
+        "eps added outside the square root: use sqrt(var + eps)": (
+            lambda: layer_norm_eps_outside(x, sd, name, eps)
+        ),
+    }
+
+
+def rms_norm(x, weight, eps):
+    """torch's RMSNorm over the last axis (float64 in, float64 out)."""
+    return F.rms_norm(x, x.shape[-1:], weight, eps=eps)
+
+
+def rms_suspects(x, weight, eps):
+    ms = (x * x).mean(-1, keepdim=True)
+    centered = x - x.mean(-1, keepdim=True)
+    return {
+        "RMSNorm subtracts the mean; it must not (that is LayerNorm)": lambda: (
+            F.rms_norm(centered, x.shape[-1:], weight, eps=eps)
+        ),
+        "eps added outside the square root: use sqrt(mean(x^2) + eps)": lambda: (
+            x / (torch.sqrt(ms) + eps) * weight
+        ),
+    }
+
+
+def feed_forward(x, sd, prefix="ffn."):
+    hidden = F.relu(F.linear(x, sd[prefix + "fc1.weight"], sd[prefix + "fc1.bias"]))
+    return F.linear(hidden, sd[prefix + "fc2.weight"], sd[prefix + "fc2.bias"])
+
+
+def block_attention(x, sd, mask, prefix="attn.", n_heads=2):
+    """The block's multi-head self-attention: ``torch_mha`` with the parameters under
+    ``prefix``; ``mask`` True = prohibited."""
+    own = {k[len(prefix) :]: v for k, v in sd.items() if k.startswith(prefix)}
+    return torch_mha(x, own, n_heads, mask=mask)
+
+
+def pre_norm(x, sd, mask, prefix="", n_heads=2):
+    """The pre-norm block of SPEC.md part 5 (its parameters under ``prefix``)."""
+    h = x + block_attention(
+        layer_norm(x, sd, prefix + "ln1"), sd, mask, prefix + "attn.", n_heads
+    )
+    return h + feed_forward(layer_norm(h, sd, prefix + "ln2"), sd, prefix + "ffn.")
+
+
+def post_norm(x, sd, mask):
+    h = layer_norm(x + block_attention(x, sd, mask), sd, "ln1")
+    return layer_norm(h + feed_forward(h, sd), sd, "ln2")
+
+
+def pre_norm_residual_of_normalized(x, sd, mask):
+    """The course notebook's mistake: the residual adds ``ln1(x)``, not ``x``."""
+    n = layer_norm(x, sd, "ln1")
+    h = n + block_attention(n, sd, mask)
+    return h + feed_forward(layer_norm(h, sd, "ln2"), sd)
+
+
+def pre_norm_residuals_of_normalized(x, sd, mask):
+    """The same mistake in both sub-layers: ``ln(x) + f(ln(x))``."""
+    n = layer_norm(x, sd, "ln1")
+    h = n + block_attention(n, sd, mask)
+    n2 = layer_norm(h, sd, "ln2")
+    return n2 + feed_forward(n2, sd)
+
+
+def block_suspects(x, sd, mask, form):
+    if form == "pre":
+        return {
+            "pre- and post-norm swapped (this is the post-norm order)": lambda: (
+                post_norm(x, sd, mask)
+            ),
+            RESIDUAL: lambda: pre_norm_residual_of_normalized(x, sd, mask),
+            RESIDUALS: lambda: pre_norm_residuals_of_normalized(x, sd, mask),
+        }
+    return {
+        "pre- and post-norm swapped (this is the pre-norm order)": lambda: pre_norm(
+            x, sd, mask
+        ),
+    }
+
+
+def causal_square(t, device):
+    """(T, T) bool, True = key in the future (prohibited)."""
+    return torch.ones(t, t, dtype=torch.bool, device=device).triu(1)
+
+
+# part6 gqa ------------------------------------------------------------
+def project(x, sd, n_heads, n_kv, positions):
+    """Rotated q (B, h, T, d_h), rotated k and plain v (B, h_kv, T, d_h)."""
+    batch, t, _ = x.shape
+    d_h = sd["q_proj.weight"].shape[0] // n_heads
+
+    def heads(name, n):
+        return F.linear(x, sd[name]).view(batch, t, n, d_h).transpose(1, 2)
+
+    q, k = heads("q_proj.weight", n_heads), heads("k_proj.weight", n_kv)
+    return (
+        rope_oracle(q, positions),
+        rope_oracle(k, positions),
+        heads("v_proj.weight", n_kv),
+    )
+
+
+def gqa_oracle(x, sd, n_heads=4, n_kv=2, positions=None, tile=False, use_rope=True):
+    """Causal GQA in float64; ``positions`` (T,) for RoPE, default arange(T).
+
+    ``tile=True`` gives the tiled-kv-heads mistake, ``use_rope=False`` no rotation at all.
+    """
+    x = x.double()
+    batch, t, _ = x.shape
+    if positions is None:
+        positions = torch.arange(t, device=x.device)
+    if not use_rope:
+        positions = torch.zeros_like(positions)
+    q, k, v = project(x, sd, n_heads, n_kv, positions)
+    if tile:  # [k0, k1, k0, k1] instead of [k0, k0, k1, k1]
+        reps = (1, n_heads // n_kv, 1, 1)
+        out = F.scaled_dot_product_attention(
+            q, k.repeat(reps), v.repeat(reps), is_causal=True
+        )
+    else:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    out = out.transpose(1, 2).reshape(batch, t, -1)  # (B, T, h*d_h)
+    return F.linear(out, sd["out_proj.weight"])
+
+
+def gqa_suspects(x, sd, n_heads=4, n_kv=2):
+    return {
+        "kv heads tiled ([k0, k1, k0, k1]) instead of interleaved ([k0, k0, k1, k1]): "
+        "query head j must use kv head j // n_rep": lambda: gqa_oracle(
+            x, sd, n_heads, n_kv, tile=True
+        ),
+        "RoPE not applied to q and k": lambda: gqa_oracle(
+            x, sd, n_heads, n_kv, use_rope=False
+        ),
+    }
+
+
+def repeat_kv(x, n_rep, tiled=False):
+    """Each kv head of ``x (B, h_kv, T, d)`` repeated ``n_rep`` times in place: query head j
+    uses kv head j // n_rep. ``tiled=True``: the mistake [k0, k1, k0, k1]."""
+    if tiled:
+        return x.repeat(1, n_rep, 1, 1)
+    return x.repeat_interleave(n_rep, dim=1)
+
+
+def restarting_positions(chunks, device):
+    """The mistake of cached decoding: every chunk's positions restart at 0."""
+    return torch.cat([torch.arange(c, device=device) for c in chunks])
+
+
+# part7 charlm ------------------------------------------------------------
+def oracle_logits(state, idx, n_heads, positions=None, allowed=None, final_norm=True):
+    """float64 logits ``(B, T, V)`` of SPEC.md's CharLM: causal, pre-norm blocks.
+
+    ``positions (T,)`` picks the position embeddings (default ``arange(T)``);
+    ``allowed (T, T)`` is the attention pattern, True = take part (default causal).
+    """
+    s = {k: v.double() for k, v in state.items()}
+    t = idx.shape[1]
+    dev = idx.device
+    positions = torch.arange(t) if positions is None else positions
+    if allowed is None:
+        allowed = torch.ones(t, t, dtype=torch.bool).tril()
+    allowed = allowed.to(dev)
+    x = F.embedding(idx, s["tok_emb.weight"])  # (B, T, D)
+    x = x + F.embedding(positions.to(dev), s["pos_emb.weight"])
+    n_layers = len({k.split(".")[1] for k in s if k.startswith("blocks.")})
+    for i in range(n_layers):
+        x = pre_norm(x, s, ~allowed, f"blocks.{i}.", n_heads)
+    if final_norm:
+        x = layer_norm(x, s, "ln_f", eps=EPS)
+    return F.linear(x, s["head.weight"], s["head.bias"])  # (B, T, V)
+
+
+def oracle_greedy(state, prompt, n_new, n_heads, feed="correct"):
+    """Greedy ids (prompt first) of the oracle; ``feed`` reproduces a cache bug:
+    ``"restart"`` feeds each new token at position 0, ``"refeed"`` appends the whole
+    sequence to the caches at every step."""
+    ids, fed, p = prompt.tolist(), [], len(prompt)
+    for _ in range(n_new):
+        if feed == "correct":
+            tokens, pos = ids, list(range(len(ids)))
+        elif feed == "restart":
+            tokens, pos = ids, list(range(p)) + [0] * (len(ids) - p)
+        else:
+            fed = fed + ids
+            tokens, pos = fed, list(range(len(fed)))
+        idx = torch.tensor([tokens], device=prompt.device)
+        logits = oracle_logits(state, idx, n_heads, positions=torch.tensor(pos))[0, -1]
+        logits[PAD] = -math.inf
+        top2 = logits.topk(2).values
+        assert feed != "correct" or top2[0] - top2[1] > 1e-6, "test design: near-tie"
+        ids.append(int(logits.argmax()))
+    return torch.tensor(ids, device=prompt.device)
+
+
+def encode(text: str) -> list[int]:
+    """The oracle tokenizer of the corpus: sorted characters get ids 1, 2, ..."""
+    return [CHARS.index(c) + 1 for c in text]
+
+
+def from_student_outputs(oracle):
+    """Mark an oracle whose arguments are the student's own outputs: nothing can be stored for
+    it at release, so the handout's tests that need it run only when graded."""
+    oracle.from_student_outputs = True
+    return oracle
+
+
+@from_student_outputs
+def losses_of(batches) -> list[dict[str, float]]:
+    """Per ``(logits (B, T, V), targets (B, T))`` batch, from F.cross_entropy: the summed
+    loss ``sum``, the real targets ``n``, all positions ``t``, and ``sum0``, the sum with
+    padding scored as class 0."""
+    out = []
+    for logits, targets in batches:
+        flat = logits.double().reshape(-1, logits.shape[-1])
+        targets = targets.to(logits.device).reshape(-1)
+        total = F.cross_entropy(flat, targets, ignore_index=IGNORE, reduction="sum")
+        as_class = F.cross_entropy(flat, targets.clamp(min=0), reduction="sum")
+        n = int((targets != IGNORE).sum())
+        out.append(
+            {"sum": total.item(), "n": n, "t": targets.numel(), "sum0": as_class.item()}
+        )
+    return out
+
+
+def scalar(x: float) -> torch.Tensor:
+    return torch.tensor(x, dtype=torch.float64)
+
+
+@from_student_outputs
+def corpus_mean(losses, key="sum") -> torch.Tensor:
+    """Total loss / total real targets: what evaluate and train's train_loss report."""
+    return scalar(sum(b[key] for b in losses) / sum(b["n"] for b in losses))
+
+
+def mean_of_means(losses) -> torch.Tensor:
+    return scalar(sum(b["sum"] / b["n"] for b in losses) / len(losses))
+
+
+@from_student_outputs
+def eval_suspects(losses) -> dict[str, torch.Tensor]:
+    """What evaluate returns under known mistakes (its own, or lm_loss's through it)."""
+    return {
+        BATCH_MEANS: mean_of_means(losses),
+        PAD_COUNTED: scalar(
+            sum(b["sum"] for b in losses) / sum(b["t"] for b in losses)
+        ),
+        f"lm_loss: {PAD_AS_CLASS} (fix lm_loss first)": corpus_mean(losses, "sum0"),
+    }
+
+
+@from_student_outputs
+def train_suspects(losses) -> dict[str, torch.Tensor]:
+    """What train's train_loss is under known mistakes, from the batches' losses."""
+    tokens = sum(b["n"] for b in losses)
+
+    def weighted(key):  # each batch's mean over all its positions, token-weighted
+        return scalar(sum(b[key] / b["t"] * b["n"] for b in losses) / tokens)
+
+    return {
+        BATCH_MEANS: mean_of_means(losses),
+        f"lm_loss: {PAD_COUNTED} (fix lm_loss first)": weighted("sum"),
+        f"lm_loss: {PAD_AS_CLASS} (fix lm_loss first)": weighted("sum0"),
+    }
+
+
+def batch_oracle(seqs, pad_id, left=False, shift=True, target_fill=IGNORE):
+    """(inputs, targets) of SPEC.md, or of a known mistake."""
+    t = max(len(s) for s in seqs) - 1
+    inputs = torch.full((len(seqs), t), pad_id, dtype=torch.long)
+    targets = torch.full((len(seqs), t), target_fill, dtype=torch.long)
+    for r, s in enumerate(seqs):
+        n = len(s) - 1
+        cols = slice(t - n, t) if left else slice(0, n)
+        inputs[r, cols] = torch.tensor(s[:-1])
+        targets[r, cols] = torch.tensor(s[1:] if shift else s[:-1])
+    return inputs, targets
+
+
+def ce(logits, targets, reduction):
+    """F.cross_entropy in float64 over (B, T, V) logits, skipping IGNORE_INDEX."""
+    return F.cross_entropy(
+        logits.double().reshape(-1, logits.shape[-1]),
+        targets.reshape(-1),
+        ignore_index=IGNORE,
+        reduction=reduction,
+    )

@@ -1,0 +1,145 @@
+"""Part 7, data: the character tokenizer and the shifted, padded batches (SPEC.md part 7)."""
+
+import pytest
+import torch
+
+from tests.graded.answers import (
+    batch_oracle,
+    encode,
+)
+from tests.graded.compare import assert_exact
+from tests.graded.expect import raises_value_error
+from tests.graded.part7_setup import (
+    CHARS,
+    CORPUS,
+    FIRST_SEEN,
+    ID_ZERO,
+    LEFT_PAD,
+    LM_BATCH,
+    PAD,
+    PAD_ID_IGNORED,
+    PAD_TARGETS,
+    TOKENIZER,
+    UNSHIFTED,
+)
+
+pytestmark = pytest.mark.part(7)
+
+
+# Tokenizer ----------------------------------------------------------------------------
+@pytest.mark.public
+@pytest.mark.points(1)
+def test_char_tokenizer_round_trip(hw):
+    """Ids 1.. in sorted order, vocab_size counts PAD, decode(encode(s)) == s."""
+    tok = hw.new(TOKENIZER, CORPUS)
+    vocab_size = tok.attr("vocab_size")
+    assert vocab_size == len(CHARS) + 1, (
+        f"CharTokenizer.vocab_size is {vocab_size}, expected {len(CHARS) + 1} "
+        f"({len(CHARS)} characters plus the pad id 0)"
+    )
+    ids = tok.call("encode", "".join(CHARS))
+    assert isinstance(ids, list), (
+        f"encode should return a list, got {type(ids).__name__}"
+    )
+    first_seen = list(dict.fromkeys(CORPUS))
+    assert_exact(
+        torch.tensor(ids, dtype=torch.long),
+        torch.arange(1, len(CHARS) + 1),
+        "CharTokenizer.encode(sorted characters)",
+        likely={
+            ID_ZERO: torch.arange(len(CHARS)),
+            FIRST_SEEN: torch.tensor([first_seen.index(c) + 1 for c in CHARS]),
+        },
+    )
+    text = CORPUS[:400]
+    ids = tok.call("encode", text)
+    assert_exact(
+        torch.tensor(ids, dtype=torch.long),
+        torch.tensor(encode(text)),
+        "CharTokenizer.encode(text)",
+    )
+    back = tok.call("decode", ids)
+    assert back == text, "CharTokenizer.decode(encode(text)) does not give text back"
+    padded = tok.call("decode", [PAD, *ids[:20], PAD, PAD])
+    assert padded == text[:20], (
+        "CharTokenizer.decode should skip PAD_ID (0): decode([0] + encode(s) + [0, 0]) "
+        f"gave {padded!r} for s = {text[:20]!r}"
+    )
+
+
+@pytest.mark.hidden
+@pytest.mark.points(1)
+def test_char_tokenizer_errors(hw):
+    """An unknown character or id is a ValueError (naming the character)."""
+    tok = hw.new(TOKENIZER, "hello world\n")
+    back = tok.call("decode", tok.call("encode", "low\n"))
+    assert back == "low\n", f"CharTokenizer.decode(encode('low\\n')) gave {back!r}"
+    raises_value_error(
+        "CharTokenizer.encode('he#lo')", ("#",), tok.call, "encode", "he#lo"
+    )
+    # the vocabulary "\n", " ", d, e, h, l, o, r, w has ids 1..9, so 10 is unknown
+    raises_value_error(
+        "CharTokenizer.decode([1, 2, 10])",
+        ("10", "id"),
+        tok.call,
+        "decode",
+        [1, 2, 10],
+    )
+
+
+# Batches ------------------------------------------------------------------------------
+SEQS = ([3, 1, 4, 1, 5], [2, 7], [6, 2, 8, 3, 9, 4])  # lengths 5, 2, 6 -> T = 5
+
+
+def check_lm_batch(hw, pad_id):
+    seqs = [torch.tensor(s, device=hw.device) for s in SEQS]
+    kwargs = {} if pad_id == PAD else {"pad_id": pad_id}
+    out = hw.call(LM_BATCH, seqs, **kwargs)
+    assert isinstance(out, tuple) and len(out) == 2, (
+        "lm_batch should return a tuple (inputs, targets)"
+    )
+    inputs, targets = out
+    dev = hw.device
+    what = f"lm_batch(sequences, pad_id={pad_id})"
+    assert_exact(
+        inputs,
+        batch_oracle(SEQS, pad_id)[0].to(dev),
+        what + " inputs",
+        likely={
+            LEFT_PAD: batch_oracle(SEQS, pad_id, left=True)[0].to(dev),
+            PAD_ID_IGNORED: batch_oracle(SEQS, PAD)[0].to(dev),
+        },
+    )
+    assert_exact(
+        targets,
+        batch_oracle(SEQS, pad_id)[1].to(dev),
+        what + " targets",
+        likely={
+            LEFT_PAD: batch_oracle(SEQS, pad_id, left=True)[1].to(dev),
+            UNSHIFTED: batch_oracle(SEQS, pad_id, shift=False)[1].to(dev),
+            PAD_TARGETS: batch_oracle(SEQS, pad_id, target_fill=pad_id)[1].to(dev),
+        },
+    )
+    return seqs
+
+
+@pytest.mark.public
+@pytest.mark.points(1)
+def test_lm_batch_shift_and_right_padding(hw):
+    """inputs s[:-1], targets s[1:], right-padded with PAD_ID and IGNORE_INDEX."""
+    check_lm_batch(hw, PAD)
+
+
+@pytest.mark.hidden
+@pytest.mark.points(1)
+def test_lm_batch_pad_id_and_short_sequence(hw):
+    """A non-default pad_id pads the inputs (targets still IGNORE_INDEX); a sequence
+    of length 1 is refused."""
+    seqs = check_lm_batch(hw, 5)
+    raises_value_error(
+        "lm_batch with a sequence of length 1",
+        ("sequence",),
+        hw.call,
+        LM_BATCH,
+        [seqs[0], torch.tensor([4], device=hw.device)],
+    )

@@ -1,0 +1,226 @@
+"""Part 7, loss and training: ``lm_loss``, ``evaluate`` and ``train`` (losses from
+``F.cross_entropy(ignore_index=-100)`` in float64)."""
+
+import pytest
+import torch
+
+from tests.graded.answers import (
+    batch_oracle,
+    ce,
+    corpus_mean,
+    encode,
+    eval_suspects,
+    train_suspects,
+)
+from tests.graded.compare import LIKELY, assert_close
+from tests.graded.expect import raises_value_error
+from tests.graded.mistakes import PAD_AS_CLASS, PAD_COUNTED
+from tests.graded.part7_setup import (
+    CHARS,
+    EVALUATE,
+    IGNORE,
+    LM_LOSS,
+    NAMES,
+    PAD,
+    TRAIN,
+    as_float,
+    attempt,
+    batch_losses,
+    new_lm,
+    three_batches,
+)
+from tests.graded.strategies import randn
+
+pytestmark = pytest.mark.part(7)
+
+
+# Loss ---------------------------------------------------------------------------------
+def loss_case(dtype, device):
+    """logits (2, 5, 7) of size ~3 and targets with 5 and 2 real entries."""
+    logits = randn(2, 5, 7, seed=71, dtype=dtype, device=device, scale=3.0)
+    targets = torch.tensor(
+        [[1, 6, 0, 3, 2], [4, 5, IGNORE, IGNORE, IGNORE]], device=device
+    )
+    return logits, targets
+
+
+@pytest.mark.public
+@pytest.mark.points(1)
+def test_lm_loss_matches_cross_entropy(hw):
+    """'mean' and 'sum' equal F.cross_entropy(ignore_index=-100): padding ignored."""
+    for dtype in (torch.float64, torch.float32):
+        logits, targets = loss_case(dtype, hw.device)
+        as_class = targets.clamp(min=0)  # padding turned into class 0
+        for reduction in ("mean", "sum"):
+            kwargs = {} if reduction == "mean" else {"reduction": "sum"}
+            got = hw.call(LM_LOSS, logits, targets, **kwargs)
+            likely = {PAD_AS_CLASS: ce(logits, as_class, reduction).to(dtype)}
+            if reduction == "mean":
+                counted = ce(logits, targets, "sum") / targets.numel()
+                likely[PAD_COUNTED] = counted.to(dtype)
+            assert_close(
+                got,
+                ce(logits, targets, reduction).to(dtype),
+                f"lm_loss(reduction={reduction!r}) in {dtype}",
+                likely=likely,
+            )
+
+
+@pytest.mark.hidden
+@pytest.mark.points(1)
+def test_lm_loss_no_real_target(hw):
+    """Targets that are all IGNORE_INDEX have no loss: ValueError."""
+    logits, targets = loss_case(torch.float64, hw.device)
+    hw.call(LM_LOSS, logits, targets)
+    raises_value_error(
+        "lm_loss with every target IGNORE_INDEX",
+        ("target",),
+        hw.call,
+        LM_LOSS,
+        logits,
+        torch.full_like(targets, IGNORE),
+    )
+
+
+# evaluate -----------------------------------------------------------------------------
+@pytest.mark.public
+@pytest.mark.points(1)
+def test_evaluate_token_weighted_mean(hw):
+    """evaluate is total loss / total real tokens, not a mean of batch means."""
+    m, _ = new_lm(hw, seed=700)
+    batches = list(three_batches())  # on the CPU: evaluate moves them to the model
+    losses = batch_losses(hw, m, batches)
+    got = as_float(hw.call(EVALUATE, m, batches), "evaluate(model, batches)")
+    assert_close(
+        got,
+        corpus_mean(losses),
+        "evaluate(model, batches)",
+        likely=eval_suspects(losses),
+    )
+
+
+@pytest.mark.hidden
+@pytest.mark.points(1)
+def test_evaluate_restores_mode_and_skips_empty_batches(hw):
+    """The previous train/eval mode comes back (also after raising); a batch without
+    real targets adds nothing; no real target at all is a ValueError."""
+    m, _ = new_lm(hw, seed=710)
+    b1, b2, _ = three_batches()
+    empty = (b2[0], torch.full_like(b2[1], IGNORE))
+    losses = batch_losses(hw, m, [b1, b2])
+    m.call("train")
+    got = attempt(
+        "evaluate with a batch that has no real target",
+        "a batch without real targets must be skipped (it adds nothing)",
+        hw.call,
+        EVALUATE,
+        m,
+        [b1, empty, b2],
+    )
+    assert m.attr("training") is True, (
+        "evaluate left a model that was in train mode in eval mode.\n"
+        f"{LIKELY} evaluate leaves the model in eval mode (restore the previous mode)"
+    )
+    assert_close(
+        as_float(got, "evaluate(model, batches)"),
+        corpus_mean(losses),
+        "evaluate with a batch that has no real target",
+        likely=eval_suspects(losses),
+    )
+    m.call("eval")
+    hw.call(EVALUATE, m, [b1])
+    assert m.attr("training") is False, (
+        "evaluate put a model in eval mode in train mode"
+    )
+    m.call("train")
+    raises_value_error(
+        "evaluate with no real target in any batch",
+        ("batch", "target"),
+        hw.call,
+        EVALUATE,
+        m,
+        [empty],
+    )
+    assert m.attr("training") is True, (
+        "evaluate did not restore train mode after raising"
+    )
+
+
+# Training -----------------------------------------------------------------------------
+@pytest.mark.public
+@pytest.mark.points(1)
+def test_train_overfits_one_batch(hw):
+    """A tiny model learns one batch of two names in 15 epochs; one dict per epoch."""
+    vocab = len(CHARS) + 1
+    hw.seed(0)
+    m = hw.new(
+        "charlm.CharLM", vocab, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=16
+    )
+    m.call("to", device=hw.device)
+    seqs = [encode(f"\n{n}\n") for n in NAMES[:2]]
+    batch = tuple(t.to(hw.device) for t in batch_oracle(seqs, PAD))
+    initial = corpus_mean(batch_losses(hw, m, [batch])).item()
+    epochs = 15
+    history = hw.call(TRAIN, m, [batch], [batch], epochs=epochs, lr=3e-2)
+    assert isinstance(history, list) and len(history) == epochs, (
+        f"train(..., epochs={epochs}) should return a list of {epochs} dicts"
+    )
+    for n, record in enumerate(history, start=1):
+        assert isinstance(record, dict) and record.get("epoch") == n, (
+            f"train's history[{n - 1}] should be a dict with epoch={n} (counted from 1)"
+        )
+        for key in ("train_loss", "dev_loss"):
+            as_float(record.get(key), f"train's history[{n - 1}][{key!r}]")
+    first, last = history[0], history[-1]
+    assert last["train_loss"] < 0.8 and last["dev_loss"] < 0.8, (
+        f"train did not fit one batch: train_loss {first['train_loss']:.3f} -> "
+        f"{last['train_loss']:.3f}, dev_loss {last['dev_loss']:.3f} after {epochs} "
+        "epochs of Adam(lr=3e-2) (a correct loop gets below 0.2)"
+    )
+    # The reported losses are the student's word: the trained model's loss, measured here.
+    real = corpus_mean(batch_losses(hw, m, [batch])).item()
+    stuck = abs(real - initial) < 1e-6 * max(1.0, abs(initial))
+    assert real < 0.8, (
+        f"train reports train_loss {last['train_loss']:.3f} and dev_loss "
+        f"{last['dev_loss']:.3f}, but the trained model's loss on the batch is "
+        f"{real:.3f} (before training: {initial:.3f})"
+        + (
+            f"\n{LIKELY} train reports losses but does not update the model "
+            "(optimizer.step / zero_grad / backward missing)"
+            if stuck
+            else ""
+        )
+    )
+
+
+@pytest.mark.hidden
+@pytest.mark.points(1)
+def test_train_history_losses(hw):
+    """train_loss is the epoch's token-weighted mean and dev_loss is evaluate, checked
+    with lr=0 (Adam then leaves the weights as they are)."""
+    m, _ = new_lm(hw, seed=750)
+    b1, b2, b3 = three_batches()
+    losses, dev = batch_losses(hw, m, [b1, b2]), batch_losses(hw, m, [b3])
+    on_device = [tuple(t.to(hw.device) for t in b) for b in (b1, b2)]
+    history = hw.call(TRAIN, m, on_device, [b3], epochs=1, lr=0.0)
+    assert isinstance(history, list) and len(history) == 1, (
+        "train(..., epochs=1) should return a list of one dict"
+    )
+    record = history[0]
+    assert isinstance(record, dict) and record.get("epoch") == 1, (
+        "train's history[0] should be a dict with epoch=1"
+    )
+    assert_close(
+        as_float(record.get("train_loss"), "train's train_loss"),
+        corpus_mean(losses),
+        "train's train_loss (batches of 8 and 3 real targets, lr=0)",
+        likely=train_suspects(losses),
+    )
+    assert_close(
+        as_float(record.get("dev_loss"), "train's dev_loss"),
+        corpus_mean(dev),
+        "train's dev_loss",
+        likely=eval_suspects(dev),
+    )
+    again = as_float(hw.call(EVALUATE, m, [b3]), "evaluate(model, dev_batches)")
+    assert_close(again, corpus_mean(dev), "evaluate(model, dev_batches) after train")

@@ -1,0 +1,469 @@
+"""Part 7, model and generation: ``CharLM`` against a float64 oracle built of torch
+functions with the same weights loaded, and (cached) generation."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.graded.answers import (
+    batch_oracle,
+    ce,
+    encode,
+    oracle_greedy,
+    oracle_logits,
+)
+from tests.graded.compare import LIKELY, assert_close, assert_exact
+from tests.graded.expect import raises_value_error
+from tests.graded.part7_setup import (
+    AT_MAX_LEN,
+    CHARS,
+    CHUNK_UNMASKED,
+    FF,
+    GENERATE,
+    HARD_128,
+    LAYERS,
+    NAMES,
+    NO_CAUSAL,
+    NO_CHECK,
+    NO_LN_F,
+    NO_POS,
+    PAD,
+    POS_RESTART,
+    REFEED,
+    D,
+    H,
+    V,
+    attempt,
+    lm_shapes,
+    new_lm,
+)
+from tests.graded.strategies import randint
+
+pytestmark = pytest.mark.part(7)
+
+
+# The model ----------------------------------------------------------------------------
+@pytest.mark.public
+@pytest.mark.points(1)
+def test_charlm_structure(hw):
+    """Attributes max_len and n_layers, the parameter names and shapes of SPEC.md, and
+    the defaults."""
+    m = hw.new(
+        "charlm.CharLM", V, d_model=D, n_heads=H, n_layers=LAYERS, d_ff=FF, max_len=24
+    )
+    assert m.attr("max_len") == 24, "CharLM.max_len should be the max_len passed in"
+    assert m.attr("n_layers") == LAYERS, (
+        "CharLM.n_layers should be the n_layers passed in"
+    )
+    state = m.state_dict()
+    for name, shape in lm_shapes(V, D, LAYERS, FF, 24).items():
+        assert name in state, (
+            f"CharLM has no parameter {name} (SPEC.md fixes the names)"
+        )
+        got = tuple(state[name].shape)
+        hint = f"\n{LIKELY} {HARD_128}" if 128 in got else ""
+        assert got == shape, f"CharLM's {name} has shape {got}, expected {shape}{hint}"
+    assert "blocks.2.ln1.weight" not in state, "CharLM has more blocks than n_layers"
+    default = hw.new("charlm.CharLM", V)
+    assert default.attr("max_len") == 128 and default.attr("n_layers") == 2, (
+        "CharLM's defaults should be max_len=128, n_layers=2"
+    )
+    shapes = {k: tuple(v.shape) for k, v in default.state_dict().items()}
+    assert shapes.get("tok_emb.weight") == (V, 64), "CharLM's default d_model is 64"
+    assert shapes.get("blocks.1.ffn.fc1.weight") == (64, 64), (
+        "CharLM's default d_ff is 64"
+    )
+
+
+def check_forward(hw, dtype):
+    m, state = new_lm(hw, seed=720, dtype=dtype, max_len=10)
+    idx = randint(0, V, 2, 7, seed=721, device=hw.device)  # (B, T), PAD among the ids
+    t = idx.shape[1]
+    assert_close(
+        m(idx),
+        oracle_logits(state, idx, H).to(dtype),
+        f"CharLM forward in {dtype}",
+        likely={
+            NO_CAUSAL: lambda: oracle_logits(
+                state, idx, H, allowed=torch.ones(t, t) > 0
+            ),
+            NO_POS: lambda: oracle_logits(
+                state, idx, H, positions=torch.zeros(t).long()
+            ),
+            NO_LN_F: lambda: oracle_logits(state, idx, H, final_norm=False),
+        },
+    )
+
+
+@pytest.mark.public
+@pytest.mark.points(2)
+def test_charlm_forward_matches_oracle(hw):
+    """Logits of a causal pre-norm model with loaded weights equal a float64 oracle."""
+    check_forward(hw, torch.float64)
+    check_forward(hw, torch.float32)
+
+
+@pytest.mark.hidden
+@pytest.mark.points(1)
+def test_charlm_initial_loss_near_log_vocab(hw):
+    """A freshly initialized model is nearly uniform: loss within 0.5 of log V.
+
+    Why 0.5: with PyTorch's default init the head sees ln_f's unit-variance output
+    through weights of variance 1/(3 d_model), so each logit has variance about 1/3,
+    and the expected cross-entropy of such logits is about log V + 1/6. Small inits
+    (normal 0.02) give about log V. The reference lands 0.005-0.24 above log V over 30
+    seeds.
+    """
+    vocab = len(CHARS) + 1
+    hw.seed(0)
+    m = hw.new("charlm.CharLM", vocab)
+    m.call("to", device=hw.device)
+    inputs, targets = batch_oracle([encode(f"\n{n}\n") for n in NAMES[:8]], PAD)
+    loss = ce(m(inputs.to(hw.device)), targets.to(hw.device), "mean").item()
+    assert abs(loss - math.log(vocab)) < 0.5, (
+        f"a fresh CharLM({vocab}) has loss {loss:.3f} on 8 names; expected within "
+        f"0.5 of log V = {math.log(vocab):.3f} (near-uniform predictions)"
+    )
+
+
+@pytest.mark.hidden
+@pytest.mark.points(1)
+def test_charlm_cached_forward_matches_full(hw):
+    """Chunks fed through make_caches() give one full forward's logits; positions past
+    max_len in all are refused."""
+    m, state = new_lm(hw, seed=730, max_len=8)
+    idx = randint(1, V, 2, 6, seed=731, device=hw.device)  # (B, T)
+    spans = ((0, 3), (3, 4), (4, 6))
+    caches = m.call("make_caches", batch=2)
+    chunks = [m(idx[:, a:b], caches=caches) for a, b in spans]
+    unmasked = torch.ones(6, 6, dtype=torch.bool).tril()
+    for a, b in spans:
+        unmasked[a:b, a:b] = True  # a chunk that sees all of itself
+    restarted = torch.tensor([0, 1, 2, 0, 0, 1])
+    assert_close(
+        torch.cat(chunks, dim=1),
+        oracle_logits(state, idx, H),
+        "CharLM forward in chunks of 3, 1, 2 through the caches",
+        likely={
+            POS_RESTART: lambda: oracle_logits(state, idx, H, positions=restarted),
+            CHUNK_UNMASKED: lambda: oracle_logits(state, idx, H, allowed=unmasked),
+        },
+    )
+    length = caches[0].attr("length")
+    assert length == 6, f"after 6 positions the caches hold length {length}, expected 6"
+    raises_value_error(
+        "CharLM(max_len=8) forward of 3 positions after 6 cached",
+        ("max_len", "idx", "cache", "position", "8", "9"),
+        m,
+        idx[:, :3],
+        caches=caches,
+        hint="positions cached + new not checked against max_len",
+    )
+
+
+@pytest.mark.public
+@pytest.mark.points(1)
+def test_charlm_max_len_honoured(hw):
+    """max_len=40 runs 40 positions and refuses 41; max_len=200 runs 150 positions;
+    make_caches sizes its caches by max_len."""
+    m, state = new_lm(hw, seed=740, max_len=40, n_layers=1)
+    idx = randint(1, V, 1, 41, seed=741, device=hw.device)
+    causal_only = torch.ones(40, 40) > 0
+    assert_close(
+        m(idx[:, :40]),
+        oracle_logits(state, idx[:, :40], H),
+        "CharLM(max_len=40) forward on 40 positions",
+        likely={
+            NO_CAUSAL: lambda: oracle_logits(state, idx[:, :40], H, allowed=causal_only)
+        },
+    )
+    raises_value_error(
+        "CharLM(max_len=40) forward on 41 positions",
+        ("max_len", "idx", "position", "40", "41"),
+        m,
+        idx,
+        hint=NO_CHECK,
+    )
+
+    m, state = new_lm(hw, seed=742, max_len=200, n_layers=1)
+    idx = randint(1, V, 1, 150, seed=743, device=hw.device)
+    what = "CharLM(max_len=200) forward on 150 positions"
+    assert_close(attempt(what, HARD_128, m, idx), oracle_logits(state, idx, H), what)
+
+    caches = m.call("make_caches", batch=2)
+    assert isinstance(caches, list) and len(caches) == 1, (
+        "make_caches should return a list with one KVCache per block"
+    )
+    k = caches[0].attr("k")
+    hint = f"\n{LIKELY} {HARD_128}" if 128 in k.shape else ""
+    assert tuple(k.shape) == (2, H, 200, D // H), (
+        "make_caches(batch=2) of CharLM(max_len=200) gave a cache whose k has shape "
+        f"{tuple(k.shape)}, expected (batch, heads, max_len, d_head) = "
+        f"(2, {H}, 200, {D // H}){hint}"
+    )
+    assert k.dtype == torch.float64 and k.device.type == hw.device.type, (
+        f"make_caches should follow the model's dtype and device, got {k.dtype} on "
+        f"{k.device}"
+    )
+    assert caches[0].attr("length") == 0, "make_caches should return empty caches"
+
+
+# Generation ---------------------------------------------------------------------------
+def model_greedy(hw, m, prompt, n_new) -> torch.Tensor:
+    """Greedy ids (prompt first) by the student's own full forward (no cache): each new
+    id is the argmax of the last position's logits without PAD_ID. A forward bug then
+    costs the forward tests, not the generate tests that use this."""
+    ids = prompt.tolist()
+    for _ in range(n_new):
+        idx = torch.tensor([ids], device=hw.device)
+        logits = m(idx)[0, -1].detach().double().clone()  # (V,)
+        logits[PAD] = -math.inf
+        ids.append(int(logits.argmax()))
+    return torch.tensor(ids, device=hw.device)
+
+
+def check_greedy(hw, m, state, out, prompt, n_new, what):
+    """``out`` is what greedy decoding with the student's forward gives; cache bugs named."""
+    on_device = prompt.to(hw.device)
+    likely = {
+        POS_RESTART: lambda: oracle_greedy(state, on_device, n_new, H, feed="restart")
+    }
+    refed = sum(range(len(prompt), len(prompt) + n_new))  # positions a re-feed uses
+    if refed <= state["pos_emb.weight"].shape[0]:
+        likely[REFEED] = lambda: oracle_greedy(
+            state, on_device, n_new, H, feed="refeed"
+        )
+    assert_exact(
+        out,
+        model_greedy(hw, m, on_device, n_new),
+        f"{what}: the new ids should be the argmax of the model's logits (PAD_ID excluded)",
+        likely=likely,
+    )
+
+
+def check_ids(out, prompt, n_new, hw, what):
+    """A 1-D LongTensor on the model's device: the prompt, n_new ids, never PAD_ID."""
+    assert type(out) is torch.Tensor, f"{what} should return a Tensor, got {type(out)}"
+    assert out.dim() == 1 and out.dtype == torch.long, (
+        f"{what} should return a 1-D LongTensor, got {out.dtype} of shape "
+        f"{tuple(out.shape)}"
+    )
+    assert out.device.type == hw.device.type, (
+        f"{what} is on {out.device}, not the model's device"
+    )
+    assert len(out) == len(prompt) + n_new, (
+        f"{what} has {len(out)} ids, expected len(prompt) + max_new_tokens = "
+        f"{len(prompt) + n_new}"
+    )
+    assert_exact(out[: len(prompt)], prompt.to(out.device), f"{what}[:len(prompt)]")
+    assert not (out == PAD).any(), (
+        f"{what} produced PAD_ID (0).\n{LIKELY} PAD_ID's logit is not excluded before "
+        "sampling or argmax (set it to -inf)"
+    )
+
+
+@pytest.mark.public
+@pytest.mark.points(1)
+def test_generate_greedy_cache_matches_no_cache(hw):
+    """Greedy ids are the oracle's argmax ids, identical with and without the cache."""
+    m, state = new_lm(hw, seed=760, max_len=32)
+    prompt = torch.tensor([3, 1, 4], device=hw.device)
+    expected = oracle_greedy(state, prompt, 5, H)
+    plain = hw.call(GENERATE, m, prompt, 5, greedy=True, use_cache=False)
+    check_ids(plain, prompt, 5, hw, "generate(greedy=True, use_cache=False)")
+    assert_exact(plain, expected, "generate(greedy=True, use_cache=False)")
+    cached = hw.call(GENERATE, m, prompt, 5, greedy=True)
+    check_ids(cached, prompt, 5, hw, "generate(greedy=True, use_cache=True)")
+    assert_exact(
+        cached,
+        expected,
+        "generate(greedy=True, use_cache=True)",
+        likely={
+            REFEED: lambda: oracle_greedy(state, prompt, 5, H, feed="refeed"),
+            POS_RESTART: lambda: oracle_greedy(state, prompt, 5, H, feed="restart"),
+        },
+    )
+
+
+@pytest.mark.public
+@pytest.mark.points(1)
+def test_generate_output_contract(hw):
+    """The prompt then new ids, 1-D Long on the model's device, never PAD_ID even when
+    its logit is the largest; the same generator seed gives the same ids."""
+    m, state = new_lm(hw, seed=770)
+    bias = state["head.bias"].clone()
+    bias[PAD] = 30.0  # PAD's logit is by far the largest
+    m.load_state({"head.bias": bias})
+    prompt = torch.tensor([5, 2])  # on the CPU: generate moves it to the model's device
+
+    def sample():
+        gen = hw.new("torch.Generator", device=hw.device)
+        gen.call("manual_seed", 1234)
+        return hw.call(GENERATE, m, prompt, 6, temperature=0.8, generator=gen)
+
+    first = sample()
+    check_ids(first, prompt, 6, hw, "generate (sampling)")
+    assert_exact(sample(), first, "generate with the same generator seed")
+    greedy = hw.call(GENERATE, m, prompt, 6, greedy=True)
+    check_ids(greedy, prompt, 6, hw, "generate(greedy=True)")
+    # The contract alone admits any ids (a constant): the argmax of the model's logits.
+    state = state | {"head.bias": bias}
+    check_greedy(hw, m, state, greedy, prompt, 6, "generate(greedy=True)")
+
+
+# One sampling step. In this model head.weight is zero, so the logits are exactly
+# head.bias at every step and one generate call gives N_DRAWS independent draws from
+# softmax(head.bias / TAU) without PAD. The false-failure budget of a correct sampler:
+# likelihood-ratio tests (ALPHA_LR each, 4 of them) plus two-sided Chernoff bounds per
+# id (BETA_ID each side, 12 of them): 4e-7 + 4.8e-7 < 1e-6.
+TAU, N_DRAWS = 4.0, 96
+TARGET_P = torch.tensor([0.03, 0.12, 0.5, 0.03, 0.2, 0.12], dtype=torch.float64)  # 1..6
+ALPHA_LR, BETA_ID = 1e-7, 4e-8
+
+
+def kl_bernoulli(a: float, p: float) -> float:
+    return sum(x * math.log(x / y) for x, y in ((a, p), (1 - a, 1 - p)) if x > 0)
+
+
+def chernoff_interval(p: float, n: int, beta: float) -> tuple[float, float]:
+    """(lo, hi): a Binomial(n, p) frequency reaches either with probability <= beta.
+
+    P(freq >= a) <= exp(-n KL(a || p)) for a > p, and the same below p, so each bound
+    solves n KL(bound || p) = log(1 / beta) (bisection, keeping the conservative side).
+    """
+    need = math.log(1 / beta) / n
+
+    def solve(inside: float, outside: float) -> float:  # KL grows towards outside
+        for _ in range(60):
+            mid = (inside + outside) / 2
+            if kl_bernoulli(mid, p) < need:
+                inside = mid
+            else:
+                outside = mid
+        return outside
+
+    hi = solve(p, 1.0) if kl_bernoulli(1.0, p) >= need else math.inf
+    lo = solve(p, 0.0) if kl_bernoulli(0.0, p) >= need else -math.inf
+    return lo, hi
+
+
+@pytest.mark.hidden
+@pytest.mark.points(1)
+def test_generate_sampling_distribution(hw):
+    """The ids of one sampling step follow softmax(logits / temperature) without PAD.
+
+    A correct sampler of any kind (multinomial, Gumbel-max, inverse CDF) passes with
+    probability > 1 - 1e-6: for a fixed wrong distribution q the likelihood ratio
+    prod q(x)/p(x) has mean 1 under the right p, so it exceeds 1/ALPHA_LR with
+    probability <= ALPHA_LR (Markov); and each id's frequency leaves its Chernoff
+    interval with probability <= 2 BETA_ID. Each listed mistake is >= 0.5 nats per draw
+    away from p, so 96 draws expose it.
+    """
+    vocab = len(TARGET_P) + 1
+    m, state = new_lm(
+        hw, seed=780, vocab=vocab, d_model=4, n_heads=1, n_layers=1, d_ff=4,
+        max_len=N_DRAWS + 2,
+    )  # fmt: skip
+    logits = TAU * TARGET_P.log()  # softmax(logits / TAU) = TARGET_P
+    bias = torch.cat([torch.tensor([40.0], dtype=torch.float64), logits])  # huge PAD
+    m.load_state(
+        {
+            "head.weight": torch.zeros_like(state["head.weight"]),
+            "head.bias": bias.to(hw.device),
+        }
+    )
+    gen = hw.new("torch.Generator", device=hw.device)
+    gen.call("manual_seed", 2029)
+    prompt = torch.tensor([3], device=hw.device)
+    what = f"generate(temperature={TAU})"
+    out = hw.call(GENERATE, m, prompt, N_DRAWS, temperature=TAU, generator=gen)
+    check_ids(out, prompt, N_DRAWS, hw, what)
+    assert int(out.max()) < vocab, f"{what} produced ids outside the vocabulary"
+    counts = torch.bincount(out[1:].cpu(), minlength=vocab)[1:].double()  # ids 1..6
+
+    alternatives = {
+        "temperature ignored (softmax(logits), not softmax(logits / temperature))": (
+            torch.softmax(logits, -1)
+        ),
+        "logits multiplied by the temperature instead of divided": (
+            torch.softmax(logits * TAU, -1)
+        ),
+        "uniform sampling over the ids": torch.full_like(TARGET_P, 1 / len(TARGET_P)),
+        "argmax instead of sampling": F.one_hot(
+            TARGET_P.argmax(), len(TARGET_P)
+        ).double(),
+    }
+    llr = {
+        mistake: float(
+            (counts * (q / TARGET_P).log()).nan_to_num(neginf=-math.inf).sum()
+        )
+        for mistake, q in alternatives.items()
+    }
+    freq = (counts / N_DRAWS).tolist()
+    seen = ", ".join(f"id {i + 1}: {f:.2f}" for i, f in enumerate(freq))
+    best = max(llr.values())
+    if best >= math.log(1 / ALPHA_LR):
+        fits = " or ".join(k for k, v in llr.items() if v >= best - 1.0)
+        raise AssertionError(
+            f"{what}: the frequencies of {N_DRAWS} sampled ids ({seen}) do not follow "
+            f"softmax(logits / temperature).\n{LIKELY} {fits}"
+        )
+    for i, (f, p) in enumerate(zip(freq, TARGET_P.tolist())):
+        lo, hi = chernoff_interval(p, N_DRAWS, BETA_ID)
+        assert lo < f < hi, (
+            f"{what}: id {i + 1} was drawn with frequency {f:.3f} in {N_DRAWS} draws, "
+            f"but softmax(logits / temperature) gives it {p:.3f} (a correct sampler "
+            f"stays within ({max(lo, 0):.3f}, {min(hi, 1):.3f}))"
+        )
+
+
+@pytest.mark.hidden
+@pytest.mark.points(1)
+def test_generate_errors(hw):
+    """A 2-D or empty prompt, or more than max_len ids in all, is refused before any
+    work (no random numbers drawn)."""
+    m, state = new_lm(hw, seed=790, max_len=8)
+    prompt = torch.tensor([4, 2], device=hw.device)
+    gen = hw.new("torch.Generator", device=hw.device)
+    gen.call("manual_seed", 5)
+    out = hw.call(GENERATE, m, prompt, 5, generator=gen)  # one below max_len
+    check_ids(
+        out, prompt, 5, hw, "generate with len(prompt) + max_new_tokens < max_len"
+    )
+    # Valid calls are checked by their output, not only by not raising: greedy ids.
+    what = "generate(greedy=True) with len(prompt) + max_new_tokens == max_len"
+    out = attempt(what, AT_MAX_LEN, hw.call, GENERATE, m, prompt, 6, greedy=True)
+    check_ids(out, prompt, 6, hw, what)
+    check_greedy(hw, m, state, out, prompt, 6, what)
+    what = "generate with len(prompt) + max_new_tokens == max_len"
+    out = attempt(what, AT_MAX_LEN, hw.call, GENERATE, m, prompt, 6, generator=gen)
+    check_ids(out, prompt, 6, hw, what)
+    raises_value_error(
+        "generate with a 2-D prompt", ("prompt",), hw.call, GENERATE, m, prompt[None], 2
+    )
+    raises_value_error(
+        "generate with an empty prompt",
+        ("prompt",),
+        hw.call,
+        GENERATE,
+        m,
+        prompt[:0],
+        2,
+    )
+    before = gen.call("get_state")
+    raises_value_error(
+        "generate with len(prompt) + max_new_tokens > max_len",
+        ("max_len", "max_new_tokens", "prompt"),
+        hw.call,
+        GENERATE,
+        m,
+        prompt,
+        7,
+        generator=gen,
+    )
+    assert torch.equal(gen.call("get_state"), before), (
+        "generate drew random numbers before refusing len(prompt) + max_new_tokens > "
+        "max_len: check the length before generating anything"
+    )
