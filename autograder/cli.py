@@ -99,6 +99,7 @@ def _grade_batch(
         if name in problems:  # nothing to grade: the upload itself is the problem
             graded = grade.Graded(name, [], [problems[name]])
             report.write_submission(out, graded, settings.hidden_visibility, {})
+            console.print(f"{name}: {problems[name]}", markup=False)
             continue
         try:
             digests[name] = {
@@ -132,7 +133,8 @@ def _grade_batch(
                 if graded.failed:
                     failed += 1
                     console.print(
-                        f"[red]{name}: the grader failed: {graded.detail}[/]",
+                        f"{name}: the grader failed: {graded.detail}",
+                        style="red",
                         markup=False,
                     )
                 report.write_gradebook(out, names)

@@ -56,8 +56,10 @@ def is_current(out: Path, name: str, digests: dict[str, str]) -> bool:
     try:
         results = json.loads((out / name / RESULTS).read_text(encoding="utf-8"))
         extra = results["extra_data"]
-        return not extra.get("grader_failed") and all(
-            extra.get(key) == value for key, value in digests.items()
+        return (
+            bool(digests)
+            and not extra.get("grader_failed")
+            and all(extra.get(key) == value for key, value in digests.items())
         )
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return False
