@@ -165,7 +165,7 @@ svg text {{ font-size: 11px; fill: #222; }}
 </head>
 <body>
 <h1>Class report</h1>
-{_table("summary", ("", ""), head)}
+{_table("summary", ("", "class"), head)}
 <h2>Score distribution</h2>
 {_histogram(summary.scores)}
 <h2>Mean points per part</h2>
