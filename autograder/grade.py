@@ -182,10 +182,11 @@ UPLOAD_HINT = (
 )
 
 
-def find_upload(path: Path, depth: int = 3) -> tuple[Path | None, str | None]:
+def find_upload(path: Path, depth: int = 4) -> tuple[Path | None, str | None]:
     """The one package in an upload (Gradescope's ``submission/``), whatever its shape: the
-    folder that holds the module files or a zip, at most ``depth`` folders down. ``(None,
-    problem)`` when there is none or more than one."""
+    folder that holds the module files (the package up to three folders down, as AUTOGRADER.md
+    allows: its files are at most ``depth`` down) or a zip. ``(None, problem)`` when there is
+    none or more than one."""
     path = Path(path)
     if path.is_file():
         return (

@@ -94,7 +94,8 @@ def results_json(
     digests: dict[str, str] | None = None,
 ) -> str:
     """Gradescope's schema. ``output`` counts the visible tests only; ``score`` counts them
-    all (it is the gradebook's score)."""
+    all (it is the gradebook's score; Gradescope keeps it from students while a test is
+    hidden)."""
     if hidden_visibility not in VISIBILITY_WORDS:
         raise ValueError(f"hidden tests cannot be {hidden_visibility!r}")
     numbers = _numbers(graded.tests)

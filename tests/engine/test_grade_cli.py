@@ -257,3 +257,28 @@ def test_check_runs_the_public_tests_in_process(capsys):
     public = text.split("Public tests: ")[1].split(" ")[0]
     earned, total = public.split("/")
     assert earned == total
+
+
+def test_the_one_package_of_an_upload_is_found_whatever_its_shape(tmp_path):
+    def upload(*files: str) -> Path:
+        root = tmp_path / f"upload{len(list(tmp_path.iterdir()))}"
+        for name in files:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text("x = 1\n")
+        return root
+
+    bare = upload("attention.py", "masks.py", "notes.txt")
+    assert grade.find_upload(bare) == (bare, None)
+    deep = upload(
+        "a/b/transformer_hw/attention.py", "a/notes/x.md", "__MACOSX/attention.py"
+    )
+    assert grade.find_upload(deep) == (deep / "a" / "b" / "transformer_hw", None)
+    zipped = upload("hw.zip", "readme.md")
+    assert grade.find_upload(zipped) == (zipped / "hw.zip", None)
+    three_down = upload("a/b/c/transformer_hw/attention.py")
+    assert grade.find_upload(three_down)[0] == three_down / "a/b/c/transformer_hw"
+    too_deep = upload("a/b/c/d/transformer_hw/attention.py")
+    source, problem = grade.find_upload(too_deep)
+    assert source is None and "nothing to grade" in problem
+    source, problem = grade.find_upload(upload("x/attention.py", "y.zip"))
+    assert source is None and "2 candidate packages (x, y.zip)" in problem
