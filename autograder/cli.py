@@ -7,6 +7,9 @@ import json
 import sys
 from pathlib import Path
 
+#: Gradescope's visibilities that hide a test until a date (its ``hidden`` hides no points).
+HIDDEN_VISIBILITIES = ("after_due_date", "after_published")
+
 
 def cmd_release(args: argparse.Namespace) -> int:
     from autograder.release import build_handout, write_assignments
@@ -40,7 +43,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
             console.print("[red]--single grades one upload: give one path[/]")
             return 2
         source, problem = grade.find_upload(Path(args.paths[0]))
-        found = [(grade.unique_names([(args.single, Path())])[0][0], source)]
+        found = [(grade.clean_name(args.single), source)]
         problems = {found[0][0]: problem} if problem else {}
     else:
         from autograder import intake
@@ -225,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     gradescope.add_argument("--out", required=True, help="path of the zip to write")
     gradescope.add_argument(
         "--hidden-visibility",
-        choices=("after_due_date", "after_published"),
+        choices=HIDDEN_VISIBILITIES,
         default="after_due_date",
         help="when Gradescope shows hidden tests to students",
     )
@@ -250,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     grade.add_argument(
         "--hidden-visibility",
-        choices=("after_due_date", "after_published"),
+        choices=HIDDEN_VISIBILITIES,
         default="after_due_date",
         help="when Gradescope shows hidden tests; nothing visible before then counts them",
     )

@@ -28,6 +28,7 @@ __all__ = [
     "Graded",
     "Settings",
     "TestResult",
+    "clean_name",
     "find_upload",
     "grade_many",
     "grade_one",
@@ -35,8 +36,6 @@ __all__ = [
     "suite_digest",
     "unique_names",
 ]
-
-HIDDEN_VISIBILITIES = ("after_due_date", "after_published")
 
 
 @dataclass
@@ -156,6 +155,11 @@ def submission_digest(name: str, source: Path) -> str:
 RESERVED = frozenset({"gradebook.csv", "report.html"})
 
 
+def clean_name(name: str) -> str:
+    """A name that is safe as one folder's name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "submission"
+
+
 def unique_names(found: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
     """Give every submission an output folder of its own: a name already taken (by any other
     submission of the batch, also one renamed earlier, ignoring case) gets the first free
@@ -164,7 +168,7 @@ def unique_names(found: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
     seen: set[str] = set()
     out = []
     for name, path in found:
-        clean = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "submission"
+        clean = clean_name(name)
         if clean.casefold() in seen or clean.casefold() in RESERVED:
             number = 2
             while f"{clean}-{number}".casefold() in taken | seen:
