@@ -39,7 +39,9 @@ def source(tmp_path_factory) -> Path:
     return folder / "source"
 
 
-def run_autograder(source: Path, root: Path, upload: dict[str, str]) -> dict:
+def run_autograder(
+    source: Path, root: Path, upload: dict[str, str], python: str = sys.executable
+) -> dict:
     """Lay out ``root`` as Gradescope does, with ``upload`` as the submission; its results."""
     (root / "submission").mkdir(parents=True)
     (root / "source").symlink_to(source)
@@ -48,7 +50,7 @@ def run_autograder(source: Path, root: Path, upload: dict[str, str]) -> dict:
         (root / "submission" / name).write_text(text)
     env = os.environ | {
         "AUTOGRADER_ROOT": str(root),
-        "AUTOGRADER_PYTHON": sys.executable,
+        "AUTOGRADER_PYTHON": python,
         "AUTOGRADER_ARGS": f"-k {KEYWORD}",
     }
     subprocess.run(
@@ -117,6 +119,12 @@ def test_an_empty_upload_says_what_to_upload(source, tmp_path):
     assert results["score"] == 0
     assert "upload your transformer_hw/ folder" in results["output"]
     assert "attention.py" in results["output"]
+
+
+def test_a_grader_that_cannot_start_still_leaves_results(source, tmp_path):
+    results = run_autograder(source, tmp_path, package(), python="false")
+    assert results["score"] == 0 and results["tests"] == []
+    assert "could not grade this submission" in results["output"]
 
 
 def test_each_lock_pins_every_dependency_exactly_with_hashes():
