@@ -31,7 +31,8 @@ SOURCES = (
     "assignments",
     "gradescope",
 )
-#: The bug zoo quotes reference code; the engine's own tests are no use to Gradescope.
+#: The bug zoo quotes reference code; the engine's own tests are no use to Gradescope. The
+#: zoo's folder stays, empty: the sandbox's boundary mounts over it.
 EXCLUDED = ("autograder/zoo/",)
 SCRIPTS = ("gradescope/setup.sh", "gradescope/run_autograder")
 VISIBILITY_LINE = re.compile(r"^HIDDEN_VISIBILITY=\S+", re.MULTILINE)
@@ -62,6 +63,7 @@ def build_gradescope(
     ):
         files[script] = (text.encode(), 0o755)  # Gradescope wants both at the top
     zip_path.parent.mkdir(parents=True, exist_ok=True)
+    files.update({folder: (b"", 0o40755) for folder in EXCLUDED})
     with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, (data, mode) in sorted(files.items()):
             info = zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import gradescope
+from autograder import boundary, gradescope
 from autograder.points import PARTS
 from autograder.protocol import PACKAGE
 from autograder.release import SOLUTIONS
@@ -78,6 +78,19 @@ def test_the_zip_holds_what_gradescope_runs_and_no_reference(source):
     assert (
         f"assignments/{PACKAGE}/attention.py" in names
     )  # the stubs, for the smoke grade
+
+
+@pytest.mark.skipif(boundary.bwrap_path() is None, reason="no bubblewrap boundary here")
+def test_the_unpacked_grader_gets_the_bubblewrap_boundary(source):
+    probe = "from autograder import boundary; print(boundary.bwrap_path() is not None)"
+    found = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert found.stdout.strip() == "True"
 
 
 def test_the_reference_gets_full_marks(source, tmp_path):
