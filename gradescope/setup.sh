@@ -9,7 +9,7 @@
 #   AUTOGRADER_TORCH_WHEELS=DIR    torch from a folder of wheels instead of the CPU index
 #   AUTOGRADER_SMOKE_ARGS="-k X"   a subset of the suite for the smoke grade
 set -euo pipefail
-ROOT="${AUTOGRADER_ROOT:-/autograder}"
+ROOT="$(cd "${AUTOGRADER_ROOT:-/autograder}" && pwd)"  # absolute: the sandbox binds real paths
 SOURCE="$ROOT/source"
 TORCH_VERSION=2.13.0
 TORCH_INDEX=https://download.pytorch.org/whl/cpu
