@@ -140,6 +140,12 @@ def test_a_grader_that_cannot_start_still_leaves_results(source, tmp_path):
     assert "could not grade this submission" in results["output"]
 
 
+def pinned(name: str) -> str:
+    """The exact version pyproject.toml pins ``name`` to."""
+    text = (REPO / "pyproject.toml").read_text()
+    return re.search(rf'"{name}==([^"]+)"', text).group(1)
+
+
 def test_each_lock_pins_every_dependency_exactly_with_hashes():
     assert {lock.name for lock in LOCKS} >= {
         "requirements-py3.10.txt",
@@ -156,6 +162,8 @@ def test_each_lock_pins_every_dependency_exactly_with_hashes():
         pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) \\$", text, re.MULTILINE))
         assert wanted <= {name.lower() for name in pins}, lock.name
         assert "torch" not in pins
+        if lock.name != "requirements-py3.10.txt":  # 3.10: see requirements.in
+            assert pins["hypothesis"] == pinned("hypothesis")
         for name in pins:
             assert re.search(
                 rf"^{re.escape(name)}==\S+ \\\n    --hash=sha256:", text, re.MULTILINE
