@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+
+#: Gradescope's visibilities that hide a test until a date (its ``hidden`` hides no points).
+HIDDEN_VISIBILITIES = ("after_due_date", "after_published")
 
 
 def cmd_release(args: argparse.Namespace) -> int:
@@ -19,12 +23,68 @@ def cmd_release(args: argparse.Namespace) -> int:
 def cmd_gradescope(args: argparse.Namespace) -> int:
     from autograder.gradescope import build_gradescope
 
-    print(f"Gradescope autograder written to {build_gradescope(Path(args.out))}")
+    path = build_gradescope(Path(args.out), hidden_visibility=args.hidden_visibility)
+    print(f"Gradescope autograder written to {path}")
     return 0
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
     from rich.console import Console
+
+    from autograder import grade
+
+    console = Console(file=sys.stdout)
+    out = Path(args.out)
+    if args.results and not args.single:
+        console.print("[red]--results needs --single[/]")
+        return 2
+    if args.single:
+        if len(args.paths) != 1:
+            console.print("[red]--single grades one upload: give one path[/]")
+            return 2
+        source, problem = grade.find_upload(Path(args.paths[0]))
+        found = [(grade.clean_name(args.single), source)]
+        problems = {found[0][0]: problem} if problem else {}
+    else:
+        from autograder import intake
+
+        found = grade.unique_names(intake.find([Path(p) for p in args.paths]))
+        problems = {}
+        if not found:
+            console.print(f"[red]no submissions found in {' '.join(args.paths)}[/]")
+            return 2
+    settings = grade.Settings(
+        device=_device(args.device),
+        call_timeout=args.timeout,
+        hidden_paths=tuple(
+            str(p.resolve())
+            for p in (
+                out,
+                *map(Path, args.paths),
+                *([Path(args.results).parent] if args.results else []),
+            )
+        ),
+        keyword=args.keyword,
+        hidden_visibility=args.hidden_visibility,
+    )
+    try:
+        failed = _grade_batch(console, out, found, problems, settings, args)
+    except KeyboardInterrupt:
+        console.print(
+            "[yellow]interrupted: what was graded is kept; run again to go on[/]"
+        )
+        return 130
+    finally:
+        if args.results:
+            _copy_results(out / found[0][0], Path(args.results))
+    return 1 if failed else 0
+
+
+def _grade_batch(
+    console, out: Path, found, problems: dict[str, str], settings, args
+) -> int:
+    """Grade what changed since its last grade; write grades, gradebook and class report; the
+    number of submissions the grader failed on."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -33,26 +93,32 @@ def cmd_grade(args: argparse.Namespace) -> int:
         TimeElapsedColumn,
     )
 
-    from autograder import boundary, grade, intake, report
+    from autograder import boundary, classreport, grade, report
 
-    console = Console(file=sys.stdout)
     console.print("[bold]protections in force:[/] " + "; ".join(boundary.protections()))
-    out = Path(args.out)
-    found = intake.find([Path(p) for p in args.paths])
-    if not found:
-        console.print(f"[red]no submissions found in {' '.join(args.paths)}[/]")
-        return 2
-    todo = [(n, s) for n, s in found if args.force or not report.is_graded(out, n)]
-    notes = {n: "already graded" for n, s in found if (n, s) not in todo}
-    settings = grade.Settings(
-        device=_device(args.device),
-        call_timeout=args.timeout,
-        hidden_paths=(
-            str(out.resolve()),
-            *(str(Path(p).resolve()) for p in args.paths),
-        ),
-        keyword=args.keyword,
-    )
+    suite = grade.suite_digest(settings)
+    digests, todo = {}, []
+    for name, source in found:
+        if name in problems:  # nothing to grade: the upload itself is the problem
+            graded = grade.Graded(name, [], [problems[name]])
+            report.write_submission(out, graded, settings.hidden_visibility, {})
+            console.print(f"{name}: {problems[name]}", markup=False)
+            continue
+        try:
+            digests[name] = {
+                "submission_sha256": grade.submission_digest(name, source),
+                "suite_sha256": suite,
+            }
+        except Exception:  # noqa: BLE001 - grade_one reports it as the submission's problem
+            digests[name] = {}
+        if args.force or not report.is_current(out, name, digests[name]):
+            todo.append((name, source))
+    names = [n for n, _ in found]
+    if len(todo) < len(found) - len(problems):
+        skipped = len(found) - len(problems) - len(todo)
+        console.print(
+            f"{skipped} unchanged since graded (same files, same suite): kept; --force regrades"
+        )
     failed = 0
     columns = (
         TextColumn("{task.description}"),
@@ -60,35 +126,50 @@ def cmd_grade(args: argparse.Namespace) -> int:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    names = [n for n, _ in found]
     try:
         with Progress(*columns, console=console) as progress:
             task = progress.add_task("grading", total=len(todo))
             for name, graded in grade.grade_many(todo, settings, args.jobs):
-                if isinstance(graded, grade.GradingError):
+                report.write_submission(
+                    out, graded, settings.hidden_visibility, digests[name]
+                )
+                if graded.failed:
                     failed += 1
-                    notes[name] = "NOT GRADED"
-                    console.print(f"[red]{name}: {graded}[/]")
-                else:
-                    report.write_submission(out, graded)
-                    count = len(graded.problems)
-                    notes[name] = (
-                        f"{count} problem{'s' * (count != 1)}" if count else ""
+                    console.print(
+                        f"{name}: the grader failed: {graded.detail}",
+                        style="red",
+                        markup=False,
                     )
                 report.write_gradebook(out, names)
                 progress.update(task, advance=1, description=name)
-    except KeyboardInterrupt:
-        report.write_gradebook(out, names)
-        console.print(
-            "[yellow]interrupted: what was graded is kept; run again to go on[/]"
-        )
-        return 130
-    rows = report.write_gradebook(out, names)
-    console.print(report.summary_table(names, rows, notes))
+    finally:
+        rows = report.write_gradebook(out, names)
+        summary = classreport.summarize(out, names, rows)
+        classreport.write_report(out, summary)
+    console.print(classreport.summary_table(summary))
     console.print(
-        f"results in {out}/<name>/results.json, gradebook in {out / report.GRADEBOOK}"
+        f"results in {out}/<name>/results.json, gradebook in {out / report.GRADEBOOK}, "
+        f"class report in {out / classreport.REPORT}"
     )
-    return 1 if failed else 0
+    return failed
+
+
+def _copy_results(folder: Path, target: Path) -> None:
+    """Put ``results.json`` where Gradescope reads it; a message when there is none."""
+    from autograder import report
+
+    try:
+        text = (folder / report.RESULTS).read_text(encoding="utf-8")
+    except OSError:
+        text = json.dumps(
+            {
+                "score": 0,
+                "output": "The autograder could not grade this submission; please tell the course staff.",
+                "stdout_visibility": "hidden",
+                "tests": [],
+            }
+        )
+    report.atomic_write(target, text)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -158,6 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
         commands, "gradescope", help="write the Gradescope autograder zip"
     )
     gradescope.add_argument("--out", required=True, help="path of the zip to write")
+    gradescope.add_argument(
+        "--hidden-visibility",
+        choices=HIDDEN_VISIBILITIES,
+        default="after_due_date",
+        help="when Gradescope shows hidden tests to students",
+    )
     gradescope.set_defaults(func=cmd_gradescope)
 
     grade = _command(commands, "grade", help="grade submissions in the sandbox")
@@ -173,7 +260,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, help="seconds per call of student code (default 60)"
     )
     grade.add_argument(
-        "--force", action="store_true", help="regrade submissions already graded"
+        "--force",
+        action="store_true",
+        help="regrade every submission (default: only those whose files or suite changed)",
+    )
+    grade.add_argument(
+        "--hidden-visibility",
+        choices=HIDDEN_VISIBILITIES,
+        default="after_due_date",
+        help="when Gradescope shows hidden tests; nothing visible before then counts them",
+    )
+    grade.add_argument(
+        "--single",
+        metavar="NAME",
+        help="grade the one upload PATH as one submission called NAME, whatever its shape",
+    )
+    grade.add_argument(
+        "--results",
+        metavar="FILE",
+        help="with --single: also write its results.json to FILE (always, even on failure)",
     )
     grade.add_argument(
         "-k", dest="keyword", default="", help="only tests matching (pytest -k)"

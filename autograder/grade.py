@@ -5,30 +5,36 @@ Why pytest in-process and repeated: the suite is ordinary pytest (fixtures, mark
 hypothesis), and the expensive parts, importing torch and the test modules and starting the
 sandbox's template, are paid once per grading process instead of once per submission. ``--jobs``
 runs several such processes side by side.
+
+Whatever goes wrong while grading one submission is that submission's problem: it comes back as
+a ``Graded`` with ``failed`` set and the reason among its problems, and the batch goes on.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import intake
+from autograder.protocol import PACKAGE
 from autograder.runner import REPO, SuiteError, TestResult, run_suite
 
 __all__ = [
     "Graded",
-    "GradingError",
     "Settings",
     "TestResult",
+    "clean_name",
+    "find_upload",
     "grade_many",
     "grade_one",
+    "submission_digest",
+    "suite_digest",
+    "unique_names",
 ]
-
-
-class GradingError(RuntimeError):
-    """The grader itself failed (not the submission): nothing is written for it."""
 
 
 @dataclass
@@ -37,6 +43,10 @@ class Graded:
     tests: list[TestResult]
     problems: list[str] = field(default_factory=list)  # broken or missing files
     execution_time: float = 0.0
+    failed: bool = False  # the grader itself failed on it: graded again on every run
+    detail: str = (
+        ""  # why, in full, for the course staff's console (never for the student)
+    )
 
 
 @dataclass(frozen=True)
@@ -45,15 +55,39 @@ class Settings:
     call_timeout: float | None = None  # seconds; None: the sandbox's default
     hidden_paths: tuple[str, ...] = ()  # inputs and outputs the worker must not see
     keyword: str = ""  # pytest -k: a subset of the suite (the engine's tests use it)
+    hidden_visibility: str = "after_due_date"  # Gradescope visibility of hidden tests
 
 
 def grade_one(name: str, source: Path, settings: Settings) -> Graded:
-    """Stage and grade one submission in this process."""
+    """Stage and grade one submission in this process; never raises for its sake."""
+    start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="autograder-stage-") as tmp:
-        staged = intake.stage(name, source, Path(tmp) / "submission")
-        start = time.monotonic()
-        tests = run_isolated(staged.root, settings, scrub=[tmp, str(REPO)])
+        try:
+            staged = intake.stage(name, source, Path(tmp) / "submission")
+            tests = run_isolated(staged.root, settings, scrub=[tmp, str(REPO)])
+        except KeyboardInterrupt:
+            raise
+        except SuiteError as exc:
+            return failure(name, str(exc).replace(tmp, "<submission>"))
+        except Exception as exc:  # noqa: BLE001 - one submission's failure stays its own
+            return failure(
+                name, f"{type(exc).__name__}: {exc}".replace(tmp, "<submission>")
+            )
         return Graded(name, tests, staged.problems, time.monotonic() - start)
+
+
+def failure(name: str, reason: str) -> Graded:
+    """A submission the grader could not grade, with the reason in the words of its problem."""
+    first = reason.strip().splitlines()[0] if reason.strip() else "no reason given"
+    return Graded(
+        name,
+        [],
+        [
+            f"the autograder failed on this submission ({first}); please tell the course staff"
+        ],
+        failed=True,
+        detail=reason,
+    )
 
 
 def run_isolated(root: Path, settings: Settings, scrub: list[str]) -> list[TestResult]:
@@ -67,11 +101,116 @@ def run_isolated(root: Path, settings: Settings, scrub: list[str]) -> list[TestR
     args = ["--isolate", "--device", settings.device]
     if settings.keyword:
         args += ["-k", settings.keyword]
-    try:  # forbidden calls are gated inside the suite (tests/conftest.py)
-        tests, _ = run_suite(root, args, scrub, [sandbox.LimitsPlugin(limits)])
-    except SuiteError as exc:
-        raise GradingError(str(exc)) from None
-    return tests
+    tests, _ = run_suite(root, args, scrub, [sandbox.LimitsPlugin(limits)])
+    return tests  # forbidden calls are gated inside the suite (tests/conftest.py)
+
+
+# What a grade depends on ------------------------------------------------------------------------
+
+
+def suite_digest(settings: Settings, repo: Path = REPO) -> str:
+    """The suite a grade came from: the tests, the engine (points table included), the torch
+    version and the options that change results; any change regrades every submission."""
+    import torch
+
+    digest = hashlib.sha256()
+    files = [repo / "tests" / "conftest.py", *(repo / "tests" / "graded").rglob("*.py")]
+    files += [p for p in (repo / "autograder").rglob("*.py") if "zoo" not in p.parts]
+    for path in sorted(files):
+        digest.update(f"{path.relative_to(repo).as_posix()}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    options = (torch.__version__, settings.keyword, settings.hidden_visibility)
+    digest.update(repr(options).encode())
+    return digest.hexdigest()
+
+
+def submission_digest(name: str, source: Path) -> str:
+    """What would be graded of ``source``: its staged module files and the problems found."""
+    digest = hashlib.sha256()
+    with tempfile.TemporaryDirectory(prefix="autograder-digest-") as tmp:
+        staged = intake.stage(name, source, Path(tmp))
+        for path in sorted((staged.root / PACKAGE).iterdir()):
+            digest.update(f"{path.name}\0".encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        digest.update("\n".join(staged.problems).encode())
+    return digest.hexdigest()
+
+
+# Which submissions ------------------------------------------------------------------------------
+
+#: Names the output folder already uses for the batch's own files.
+RESERVED = frozenset({"gradebook.csv", "report.html"})
+
+
+def clean_name(name: str) -> str:
+    """A name that is safe as one folder's name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "submission"
+
+
+def unique_names(found: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
+    """Give every submission an output folder of its own: a name already taken (by any other
+    submission of the batch, also one renamed earlier, ignoring case) gets the first free
+    ``-2``, ``-3``, ... suffix."""
+    taken = {name.casefold() for name, _ in found} | set(RESERVED)
+    seen: set[str] = set()
+    out = []
+    for name, path in found:
+        clean = clean_name(name)
+        if clean.casefold() in seen or clean.casefold() in RESERVED:
+            number = 2
+            while f"{clean}-{number}".casefold() in taken | seen:
+                number += 1
+            clean = f"{clean}-{number}"
+        seen.add(clean.casefold())
+        out.append((clean, path))
+    return out
+
+
+UPLOAD_HINT = (
+    f"upload your {PACKAGE}/ folder (or just its files: "
+    + ", ".join(intake.EXPECTED)
+    + "), alone or in one zip"
+)
+
+
+def find_upload(path: Path, depth: int = 4) -> tuple[Path | None, str | None]:
+    """The one package in an upload (Gradescope's ``submission/``), whatever its shape: the
+    folder that holds the module files (the package up to three folders down, as AUTOGRADER.md
+    allows: its files are at most ``depth`` down) or a zip. ``(None, problem)`` when there is
+    none or more than one."""
+    path = Path(path)
+    if path.is_file():
+        return (
+            (path, None)
+            if path.suffix == ".zip"
+            else (None, f"nothing to grade: {UPLOAD_HINT}")
+        )
+    candidates = sorted(_candidates(path, depth))
+    if not candidates:
+        return None, f"nothing to grade was found in the upload: {UPLOAD_HINT}"
+    if len(candidates) > 1:
+        listed = ", ".join(str(c.relative_to(path)) or "." for c in candidates)
+        return None, (
+            f"the upload holds {len(candidates)} candidate packages ({listed}), so none was "
+            f"graded: {UPLOAD_HINT}"
+        )
+    return candidates[0], None
+
+
+def _candidates(folder: Path, depth: int) -> list[Path]:
+    found = []
+    if any((folder / f).is_file() for f in intake.EXPECTED):
+        found.append(folder)
+    if depth == 0:
+        return found
+    for child in folder.iterdir():
+        if child.name.startswith((".", "__")) or child.is_symlink():
+            continue
+        if child.is_dir():
+            found += _candidates(child, depth - 1)
+        elif child.suffix == ".zip" and child.is_file():
+            found.append(child)
+    return found
 
 
 # A pool of grading processes -------------------------------------------------------------------
@@ -96,28 +235,42 @@ def _grade_in_pool(name: str, source: str) -> Graded:
 
 
 def grade_many(submissions: list[tuple[str, Path]], settings: Settings, jobs: int):
-    """Yield ``(name, Graded | GradingError)`` as each submission finishes."""
+    """Yield ``(name, Graded)`` as each submission finishes, one per submission, always."""
     if jobs <= 1:
         _init_process(settings)
         for name, source in submissions:
-            try:
-                yield name, grade_one(name, source, settings)
-            except GradingError as exc:
-                yield name, exc
+            yield name, grade_one(name, source, settings)
         return
+    unfinished = yield from _in_pool(submissions, settings, jobs)
+    # A grading process died: grade the rest one process each, so only the culprit loses.
+    for item in unfinished:
+        for name, _ in (yield from _in_pool([item], settings, 1)):
+            yield name, failure(name, "its grading process died")
+
+
+def _in_pool(submissions, settings: Settings, jobs: int):
+    """Grade in a pool of processes; the submissions left when the pool broke."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     context = multiprocessing.get_context("spawn")
+    left = dict(submissions)
     with ProcessPoolExecutor(jobs, context, _init_process, (settings,)) as pool:
         futures = {pool.submit(_grade_in_pool, n, str(s)): n for n, s in submissions}
         try:
             for future in as_completed(futures):
+                name = futures[future]
                 try:
-                    yield futures[future], future.result()
-                except GradingError as exc:
-                    yield futures[future], exc
+                    graded = future.result()
+                except BrokenProcessPool:
+                    break
+                except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be sent back
+                    graded = failure(name, f"{type(exc).__name__}: {exc}")
+                del left[name]
+                yield name, graded
         except BaseException:
             for future in futures:
                 future.cancel()
             raise
+    return list(left.items())

@@ -1,9 +1,12 @@
 """Grades out: Gradescope's ``results.json``, a ``feedback.md`` for a person, the gradebook.
 
 Everything is written to a temporary file first and then renamed into place, so an interrupted
-batch never leaves a half-written file, and a file that exists is a finished grade. Nothing
-written depends on when or where grading ran (except ``execution_time``), so the same submission
-always gives the same bytes.
+batch never leaves a half-written file, and a file that exists is a finished grade. Grades are
+private: files are written 0600 in folders of 0700. Nothing written depends on when or where
+grading ran (except ``execution_time``), so the same submission always gives the same bytes.
+
+What a student sees before the hidden tests are shown (the top-level ``output`` and the visible
+tests) is computed from the visible tests alone, so it cannot tell hidden outcomes apart.
 """
 
 from __future__ import annotations
@@ -15,40 +18,67 @@ import os
 import tempfile
 from pathlib import Path
 
-from rich.table import Table
-
 from autograder.grade import Graded
 from autograder.points import PARTS, TOTAL_POINTS, fix_first
 from autograder.runner import TestResult
 
 RESULTS, FEEDBACK, GRADEBOOK = "results.json", "feedback.md", "gradebook.csv"
+VISIBILITY_WORDS = {
+    "after_due_date": "after the due date",
+    "after_published": "once grades are published",
+}
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` as a folder only its owner can enter (created, or tightened, to 0700)."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+    return path
 
 
 def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``text`` to ``path`` (0600) through a temporary file renamed into place."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o600)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def is_graded(out: Path, name: str) -> bool:
-    """A finished ``results.json`` is there (files appear only complete, see ``atomic_write``)."""
+def is_current(out: Path, name: str, digests: dict[str, str]) -> bool:
+    """A finished ``results.json`` is there (files appear only complete, see ``atomic_write``),
+    made from the same submission files and suite, and the grader did not fail on it."""
     try:
-        return "tests" in json.loads((out / name / RESULTS).read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError):
+        results = json.loads((out / name / RESULTS).read_text(encoding="utf-8"))
+        extra = results["extra_data"]
+        return (
+            bool(digests)
+            and not extra.get("grader_failed")
+            and all(extra.get(key) == value for key, value in digests.items())
+        )
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return False
 
 
-def write_submission(out: Path, graded: Graded) -> None:
-    """``results.json`` then ``feedback.md`` (results last would leave feedback orphaned)."""
+def write_submission(
+    out: Path,
+    graded: Graded,
+    hidden_visibility: str = "after_due_date",
+    digests: dict[str, str] | None = None,
+) -> str:
+    """``feedback.md`` then ``results.json`` (results last: it marks the grade finished); the
+    text of ``results.json``."""
+    private_dir(out)
+    private_dir(out / graded.name)
+    results = results_json(graded, hidden_visibility, digests or {})
     atomic_write(out / graded.name / FEEDBACK, feedback_md(graded))
-    atomic_write(out / graded.name / RESULTS, results_json(graded))
+    atomic_write(out / graded.name / RESULTS, results)
+    return results
 
 
 def part_scores(tests: list[TestResult]) -> dict[int, int]:
@@ -58,7 +88,16 @@ def part_scores(tests: list[TestResult]) -> dict[int, int]:
     return scores
 
 
-def results_json(graded: Graded) -> str:
+def results_json(
+    graded: Graded,
+    hidden_visibility: str = "after_due_date",
+    digests: dict[str, str] | None = None,
+) -> str:
+    """Gradescope's schema. ``output`` counts the visible tests only; ``score`` counts them
+    all (it is the gradebook's score; Gradescope keeps it from students while a test is
+    hidden)."""
+    if hidden_visibility not in VISIBILITY_WORDS:
+        raise ValueError(f"hidden tests cannot be {hidden_visibility!r}")
     numbers = _numbers(graded.tests)
     tests = [
         {
@@ -68,22 +107,44 @@ def results_json(graded: Graded) -> str:
             "max_score": t.points,
             "status": "passed" if t.passed else "failed",
             "output": t.message,
-            "visibility": "after_published" if t.hidden else "visible",
+            "visibility": hidden_visibility if t.hidden else "visible",
         }
         for t in graded.tests
     ]
-    scores = part_scores(graded.tests)
-    lines = [*graded.problems] + [
-        f"Part {k} ({PARTS[k].title}): {scores[k]}/{PARTS[k].points}" for k in PARTS
-    ]
     results = {
-        "score": sum(scores.values()),
+        "score": sum(part_scores(graded.tests).values()),
         "max_score": TOTAL_POINTS,
         "execution_time": round(graded.execution_time, 1),
-        "output": "\n".join(lines),
+        "output": visible_summary(graded, hidden_visibility),
+        "stdout_visibility": "hidden",
         "tests": tests,
+        "extra_data": {
+            **(digests or {}),
+            "problems": graded.problems,
+            "grader_failed": graded.failed,
+        },
     }
     return json.dumps(results, indent=2, ensure_ascii=False) + "\n"
+
+
+def visible_summary(graded: Graded, hidden_visibility: str) -> str:
+    """The top-level ``output``: the problems, then each part's points on its visible tests."""
+    visible = [t for t in graded.tests if not t.hidden]
+    scores = part_scores(visible)
+    lines = [*graded.problems]
+    for k, part in PARTS.items():
+        total = sum(t.points for t in visible if t.part == k)
+        if total:
+            lines.append(
+                f"Part {k} ({part.title}): {scores[k]}/{total} on the visible tests"
+            )
+    hidden = sum(t.points for t in graded.tests if t.hidden)
+    if hidden:
+        lines.append(
+            f"The hidden tests ({hidden} points) are shown "
+            f"{VISIBILITY_WORDS[hidden_visibility]}."
+        )
+    return "\n".join(lines)
 
 
 def _numbers(tests: list[TestResult]) -> dict[str, str]:
@@ -143,39 +204,31 @@ def gradebook_row(out: Path, name: str) -> dict[str, str | int] | None:
             "score": results["score"],
             "max_score": results["max_score"],
         }
-    except (OSError, ValueError, KeyError, TypeError):
+        problems = results.get("extra_data", {}).get("problems", [])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return row | {f"part{k}": parts[k] for k in PARTS}
+    return (
+        row | {f"part{k}": parts[k] for k in PARTS} | {"problems": "; ".join(problems)}
+    )
+
+
+#: The columns AUTOGRADER.md fixes, then what went wrong with the submission, if anything.
+GRADEBOOK_FIELDS = [
+    "name",
+    "score",
+    "max_score",
+    *(f"part{k}" for k in PARTS),
+    "problems",
+]
 
 
 def write_gradebook(out: Path, names: list[str]) -> list[dict]:
     rows = [row for name in sorted(names) if (row := gradebook_row(out, name))]
+    private_dir(out)
     buffer = io.StringIO()
-    fields = ["name", "score", "max_score", *(f"part{k}" for k in PARTS)]
+    fields = GRADEBOOK_FIELDS
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     atomic_write(out / GRADEBOOK, buffer.getvalue())
     return rows
-
-
-def summary_table(names: list[str], rows: list[dict], notes: dict[str, str]) -> Table:
-    """One line per submission of the batch, the ungraded ones too."""
-    table = Table(title="Grades")
-    table.add_column("submission")
-    table.add_column("score", justify="right")
-    for k in PARTS:
-        table.add_column(f"P{k}", justify="right")
-    table.add_column("notes")
-    by_name = {row["name"]: row for row in rows}
-    for name in sorted(names):
-        row = by_name.get(name)
-        if row is None:
-            table.add_row(
-                name, "-", *("-" for _ in PARTS), notes.get(name, "not graded")
-            )
-            continue
-        cells = [str(row[f"part{k}"]) for k in PARTS]
-        score = f"{row['score']}/{row['max_score']}"
-        table.add_row(name, score, *cells, notes.get(name, ""))
-    return table

@@ -98,8 +98,8 @@ def run(
         batch += [(m.name, apply(m, SOLUTIONS, Path(tmp) / m.name)) for m in mutants]
         settings = grade.Settings(device=device, hidden_paths=(str(out.resolve()), tmp))
         for name, graded in grade.grade_many(batch, settings, jobs):
-            if isinstance(graded, grade.GradingError):
-                raise graded
+            if graded.failed:
+                raise RuntimeError(f"{name}: {graded.detail}")
             report.write_submission(out, graded)
     report.write_gradebook(out, [name for name, _ in batch])
     reference = report.gradebook_row(out, REFERENCE)["score"]

@@ -148,4 +148,4 @@ def test_the_checklist_names_what_a_new_part_needs(tmp_path):
         assert results["score"] == POINTS, name
         assert results["max_score"] == TOTAL_POINTS + POINTS, name
     gradebook = (copy / "grades" / "gradebook.csv").read_text().splitlines()
-    assert gradebook[0].endswith(f",part{N}")
+    assert gradebook[0].endswith(f",part{N},problems")

@@ -253,7 +253,7 @@ def test_gradebook_lists_the_whole_batch(graded):
     _, out, *_ = graded
     lines = (out / "gradebook.csv").read_text().splitlines()
     columns = ",".join(f"part{k}" for k in PARTS)
-    assert lines[0] == f"name,score,max_score,{columns}"
+    assert lines[0] == f"name,score,max_score,{columns},problems"
     names = [line.split(",")[0] for line in lines[1:]]
     assert (
         len(names) == len(set(names)) == len(NAMES) + 4

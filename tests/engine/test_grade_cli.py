@@ -1,90 +1,253 @@
-"""``autograder grade`` and ``autograder check`` end to end, on a small subset of the suite."""
+"""``autograder grade`` and ``autograder check`` end to end, on a small subset of the suite.
+
+The batch graded once for the session (``graded_batch``, tests/engine/conftest.py) is the
+example batch and a zoo mutant, graded on part 4.
+"""
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
-import zipfile
+import stat
+from html.parser import HTMLParser
 from pathlib import Path
 
-from autograder import cli
+import pytest
+
+from autograder import cli, grade, report
+from autograder.check import TestResult as Outcome
 from autograder.points import PARTS, TOTAL_POINTS
 
+from .conftest import KEYWORD, MUTANT
+
 REPO = Path(__file__).resolve().parents[2]
-KEYWORD = "part2"  # masks: the quickest part, enough to see the machinery work
+TEST_FIELDS = {"name", "number", "score", "max_score", "status", "output", "visibility"}
 
 
-def make_batch(folder: Path) -> Path:
-    batch = folder / "batch"
-    shutil.copytree(
-        REPO / "solutions" / "transformer_hw", batch / "honest" / "transformer_hw"
-    )
-    with zipfile.ZipFile(batch / "broken.zip", "w") as archive:
-        archive.writestr("transformer_hw/masks.py", "def causal_mask(t_q, t_k=None:\n")
-        archive.writestr("../escape.py", "x = 1\n")
-    return batch
+def results_of(out: Path, name: str) -> dict:
+    return json.loads((out / name / "results.json").read_text())
 
 
-def gradebook_line(name: str, masks: int) -> str:
-    """A gradebook row of a submission graded on part 2 (masks) alone."""
-    parts = [masks if k == 2 else 0 for k in PARTS]
-    return ",".join(map(str, [name, masks, TOTAL_POINTS, *parts]))
+def gradebook(out: Path) -> dict[str, dict]:
+    with open(out / "gradebook.csv", newline="") as f:
+        return {row["name"]: row for row in csv.DictReader(f)}
 
 
-def test_grade_writes_results_feedback_and_gradebook_and_resumes(tmp_path, capsys):
-    batch, out = make_batch(tmp_path), tmp_path / "grades"
-    assert cli.main(["grade", str(batch), "--out", str(out), "-k", KEYWORD]) == 0
-    honest = json.loads((out / "honest" / "results.json").read_text())
-    assert set(honest) == {"score", "max_score", "execution_time", "output", "tests"}
-    assert honest["score"] == PARTS[2].points and honest["max_score"] == TOTAL_POINTS
-    for test in honest["tests"]:
-        assert set(test) == {
-            "name",
-            "number",
-            "score",
-            "max_score",
-            "status",
-            "output",
-            "visibility",
-        }
-        assert test["status"] == "passed" and test["visibility"] in (
-            "visible",
-            "after_published",
-        )
-    broken = json.loads((out / "broken" / "results.json").read_text())
-    assert broken["score"] == 0
-    assert "masks.py has a syntax error at line 1" in broken["output"]
-    assert "zip entry '../escape.py' points out of its folder" in broken["output"]
-    assert all("masks.py has a syntax error" in t["output"] for t in broken["tests"])
-    feedback = (out / "broken" / "feedback.md").read_text()
+def test_results_feedback_and_gradebook_of_a_batch(graded_batch):
+    _, out = graded_batch
+    reference = results_of(out, "alice_alternative_style")
     assert (
-        "## Problems with the submission" in feedback
-        and f"## Part 2: Masks (0/{PARTS[2].points})" in feedback
+        reference["score"] == PARTS[4].points and reference["max_score"] == TOTAL_POINTS
     )
-    gradebook = (out / "gradebook.csv").read_text().splitlines()
-    assert gradebook[1:] == [gradebook_line("broken", 0), gradebook_line("honest", 10)]
+    assert reference["stdout_visibility"] == "hidden"
+    assert reference["tests"] and all(set(t) == TEST_FIELDS for t in reference["tests"])
+    assert {t["visibility"] for t in reference["tests"]} == {
+        "visible",
+        "after_due_date",
+    }
+    broken = results_of(out, "frank_broken")
+    assert "rope.py has a syntax error at line" in broken["output"]
+    assert all("rope.py has a syntax error" in t["output"] for t in broken["tests"])
+    feedback = (out / "frank_broken" / "feedback.md").read_text()
+    assert "## Problems with the submission" in feedback and "## Part 4:" in feedback
+    rows = gradebook(out)
+    assert list(next(iter(rows.values())))[: 3 + len(PARTS)] == [
+        "name",
+        "score",
+        "max_score",
+        *(f"part{k}" for k in PARTS),
+    ]
+    for name, row in rows.items():
+        assert int(row["score"]) == results_of(out, name)["score"]
+    assert "rope.py has a syntax error" in rows["frank_broken"]["problems"]
+    assert rows["alice_alternative_style"]["problems"] == ""
+    assert int(rows[MUTANT.name]["part4"]) < PARTS[4].points
     assert not list(out.rglob("*.tmp"))
-    capsys.readouterr()
 
-    before = (out / "honest" / "results.json").stat().st_mtime_ns
+
+def test_grades_are_private(graded_batch):
+    _, out = graded_batch
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700
+    for path in out.rglob("*"):
+        assert stat.S_IMODE(path.stat().st_mode) == (
+            0o700 if path.is_dir() else 0o600
+        ), path
+
+
+class Tables(HTMLParser):
+    """The cells of every ``<table id=...>`` of a page."""
+
+    def __init__(self, page: str):
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self._table = self._row = None
+        self._in_cell = False
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self._table = self.tables.setdefault(dict(attrs)["id"], [])
+        elif tag == "tr" and self._table is not None:
+            self._row = []
+            self._table.append(self._row)
+        elif tag in ("td", "th") and self._row is not None:
+            self._row.append("")
+            self._in_cell = True
+
+    def handle_endtag(self, tag):
+        self._in_cell = self._in_cell and tag not in ("td", "th")
+        if tag == "table":
+            self._table = self._row = None
+
+    def handle_data(self, data):
+        if self._in_cell:
+            self._row[-1] += data
+
+
+def test_class_report_agrees_with_the_gradebook(graded_batch):
+    _, out = graded_batch
+    page = (out / "report.html").read_text()
+    assert "<svg" in page and "http" not in page.replace(
+        'xmlns="http://www.w3.org/2000/svg"', ""
+    )
+    tables = Tables(page).tables
+    rows = gradebook(out)
+    summary = dict(tables["summary"])
+    assert summary["submissions graded"] == str(len(rows))
+    scores = [int(r["score"]) for r in rows.values()]
+    assert summary["mean score"] == f"{sum(scores) / len(scores):.1f} of {TOTAL_POINTS}"
+    means = {row[0]: row[1] for row in tables["part-means"][1:]}
+    for k, part in PARTS.items():
+        mean = sum(int(r[f"part{k}"]) for r in rows.values()) / len(rows)
+        assert means[f"Part {k}: {part.title}"] == f"{mean:.1f}"
+    # Each diagnosis in the batch's results, with exactly the submissions that got it.
+    made: dict[str, set[str]] = {}
+    for name in rows:
+        for test in results_of(out, name)["tests"]:
+            for line in test["output"].splitlines():
+                if "Likely mistake:" in line:
+                    diagnosis = line.split("Likely mistake:")[1].strip().rstrip(".")
+                    made.setdefault(diagnosis, set()).add(name)
+    assert len(made) >= 2  # the half-split RoPE example and the mutant
+    listed = {d: (int(n), set(who.split(", "))) for d, n, who in tables["mistakes"][1:]}
+    assert listed == {d: (len(who), who) for d, who in made.items()}
+    assert any(MUTANT.diagnosis in d for d in listed)
+    troubles = dict(tables["troubles"][1:])
+    assert "rope.py has a syntax error" in troubles["frank_broken"]
+
+
+def test_editing_one_file_regrades_only_that_submission(graded_batch, tmp_path, capsys):
+    batch, out = (shutil.copytree(p, tmp_path / p.name) for p in graded_batch)
+    before = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/results.json")}
+    edited = batch / "bob_mask_after_softmax" / "transformer_hw" / "rope.py"
+    edited.write_text(edited.read_text() + "\n# edited\n")
+    capsys.readouterr()
     assert cli.main(["grade", str(batch), "--out", str(out), "-k", KEYWORD]) == 0
-    assert (out / "honest" / "results.json").stat().st_mtime_ns == before
-    assert "already graded" in capsys.readouterr().out
+    after = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/results.json")}
+    assert {n for n in before if after[n] != before[n]} == {"bob_mask_after_softmax"}
+    assert f"{len(before) - 1} unchanged since graded" in capsys.readouterr().out
+    # --force regrades what did not change.
+    alice = batch / "alice_alternative_style"
     assert (
-        cli.main(
-            [
-                "grade",
-                str(batch / "honest"),
-                "--out",
-                str(out),
-                "-k",
-                KEYWORD,
-                "--force",
-            ]
-        )
+        cli.main(["grade", str(alice), "--out", str(out), "-k", KEYWORD, "--force"])
         == 0
     )
-    assert (out / "honest" / "results.json").stat().st_mtime_ns != before
+    assert (out / alice.name / "results.json").stat().st_mtime_ns != after[alice.name]
+
+
+def test_a_grader_failure_is_that_submissions_problem(tmp_path, monkeypatch):
+    batch, out = tmp_path / "batch", tmp_path / "grades"
+    for name in ("good", "unlucky"):
+        shutil.copytree(
+            REPO / "solutions" / "transformer_hw", batch / name / "transformer_hw"
+        )
+    passed = Outcome("t::test_x", "test_x", 2, 10, False, True, "")
+
+    def run_isolated(root, settings, scrub):
+        if (root / "transformer_hw" / "masks.py").read_text().startswith("# unlucky"):
+            raise RuntimeError("the grader broke")
+        return [passed]
+
+    unlucky = batch / "unlucky" / "transformer_hw" / "masks.py"
+    unlucky.write_text("# unlucky\n" + unlucky.read_text())
+    monkeypatch.setattr(grade, "run_isolated", run_isolated)
+    monkeypatch.setattr(grade, "_init_process", lambda settings: None)
+    assert cli.main(["grade", str(batch), "--out", str(out)]) == 1  # the batch went on
+    assert results_of(out, "good")["score"] == 10
+    failed = results_of(out, "unlucky")
+    assert failed["score"] == 0 and "the grader broke" in failed["output"]
+    assert "the grader broke" in (out / "unlucky" / "feedback.md").read_text()
+    assert "the grader broke" in gradebook(out)["unlucky"]["problems"]
+    good_before = (out / "good" / "results.json").stat().st_mtime_ns
+    monkeypatch.setattr(grade, "run_isolated", lambda root, settings, scrub: [passed])
+    assert (
+        cli.main(["grade", str(batch), "--out", str(out)]) == 0
+    )  # failures are retried
+    assert results_of(out, "unlucky")["score"] == 10
+    assert (out / "good" / "results.json").stat().st_mtime_ns == good_before
+
+
+def test_every_submission_gets_a_folder_of_its_own():
+    found = [
+        ("a", Path("1")),
+        ("A", Path("2")),
+        ("a-2", Path("3")),
+        ("a", Path("4")),
+        ("report.html", Path("5")),
+        ("x y", Path("6")),
+    ]
+    names = [name for name, _ in grade.unique_names(found)]
+    assert len({n.casefold() for n in names}) == len(names)
+    assert names[0] == "a" and names[2] == "a-2" and "report.html" not in names
+    assert names[5] == "x_y"
+
+
+@pytest.mark.parametrize("visibility", ["after_due_date", "after_published"])
+def test_hidden_outcomes_leave_every_visible_field_unchanged(visibility):
+    def graded(hidden_passes: bool) -> dict:
+        tests = [
+            Outcome("a::v1", "test_v1", 1, 5, False, True, ""),
+            Outcome("a::v2", "test_v2", 1, 3, False, False, "values differ"),
+            Outcome(
+                "a::h1",
+                "test_h1",
+                1,
+                10,
+                True,
+                hidden_passes,
+                "" if hidden_passes else "Likely mistake: x",
+            ),
+            Outcome(
+                "b::h2",
+                "test_h2",
+                2,
+                10,
+                True,
+                hidden_passes,
+                "" if hidden_passes else "boom",
+            ),
+        ]
+        text = report.results_json(grade.Graded("s", tests, ["a problem"]), visibility)
+        return json.loads(text)
+
+    def visible(results: dict) -> str:
+        shown = {
+            k: v
+            for k, v in results.items()
+            if k not in ("score", "execution_time", "extra_data", "tests")
+        }
+        shown["tests"] = [t for t in results["tests"] if t["visibility"] == "visible"]
+        return json.dumps(shown, sort_keys=True)
+
+    passing, failing = graded(True), graded(False)
+    assert (
+        passing["score"] == 25 and failing["score"] == 5
+    )  # the hidden points do count
+    assert visible(passing) == visible(failing)
+    assert {t["visibility"] for t in failing["tests"]} == {"visible", visibility}
+    assert "5/8 on the visible tests" in failing["output"]
+    assert "Part 2" not in failing["output"]  # hidden tests only: nothing to show
 
 
 def test_check_runs_the_public_tests_in_process(capsys):
@@ -94,3 +257,28 @@ def test_check_runs_the_public_tests_in_process(capsys):
     public = text.split("Public tests: ")[1].split(" ")[0]
     earned, total = public.split("/")
     assert earned == total
+
+
+def test_the_one_package_of_an_upload_is_found_whatever_its_shape(tmp_path):
+    def upload(*files: str) -> Path:
+        root = tmp_path / f"upload{len(list(tmp_path.iterdir()))}"
+        for name in files:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text("x = 1\n")
+        return root
+
+    bare = upload("attention.py", "masks.py", "notes.txt")
+    assert grade.find_upload(bare) == (bare, None)
+    deep = upload(
+        "a/b/transformer_hw/attention.py", "a/notes/x.md", "__MACOSX/attention.py"
+    )
+    assert grade.find_upload(deep) == (deep / "a" / "b" / "transformer_hw", None)
+    zipped = upload("hw.zip", "readme.md")
+    assert grade.find_upload(zipped) == (zipped / "hw.zip", None)
+    three_down = upload("a/b/c/transformer_hw/attention.py")
+    assert grade.find_upload(three_down)[0] == three_down / "a/b/c/transformer_hw"
+    too_deep = upload("a/b/c/d/transformer_hw/attention.py")
+    source, problem = grade.find_upload(too_deep)
+    assert source is None and "nothing to grade" in problem
+    source, problem = grade.find_upload(upload("x/attention.py", "y.zip"))
+    assert source is None and "2 candidate packages (x, y.zip)" in problem

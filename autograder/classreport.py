@@ -1,0 +1,252 @@
+"""The class report: what a whole batch got wrong, as ``DIR/report.html`` and as a short table.
+
+Read back from the batch's ``results.json`` files and gradebook rows, so the report always agrees
+with the gradebook. The page is one file with its plots as inline SVG: it opens anywhere,
+offline, and can be mailed to the course staff as it is.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.table import Table
+
+from autograder import report
+from autograder.points import PARTS, TOTAL_POINTS
+
+REPORT = "report.html"
+LIKELY = re.compile(r"Likely mistake:\s*(.+)")
+#: How a test's output says that the submission ran into one of the sandbox's limits.
+LIMITS = re.compile(r"Your code raised (TimeoutError|ProcessExit|MemoryError)")
+SHOWN = 10  # rows of each ranked list
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    rows: list[dict]  # the gradebook's rows
+    not_graded: list[str]  # names in the batch without a grade
+    mistakes: list[tuple[str, list[str]]]  # diagnosis, who made it; most common first
+    failed_tests: list[
+        tuple[str, int]
+    ]  # test, how many submissions failed it; most first
+    troubles: list[tuple[str, str]]  # submission, what went wrong beyond its score
+
+    @property
+    def scores(self) -> list[int]:
+        return [row["score"] for row in self.rows]
+
+    def mean(self) -> float:
+        return statistics.fmean(self.scores) if self.rows else 0.0
+
+    def median(self) -> float:
+        return statistics.median(self.scores) if self.rows else 0.0
+
+    def part_mean(self, k: int) -> float:
+        return statistics.fmean(r[f"part{k}"] for r in self.rows) if self.rows else 0.0
+
+
+def summarize(out: Path, names: list[str], rows: list[dict]) -> ClassSummary:
+    """The summary of a batch from its gradebook rows and its ``results.json`` files."""
+    made: dict[str, set[str]] = {}
+    failed: Counter[str] = Counter()
+    troubles = []
+    for row in rows:
+        name = row["name"]
+        results = json.loads((out / name / report.RESULTS).read_text(encoding="utf-8"))
+        limits = set()
+        for test in results["tests"]:
+            if test["status"] == "failed":
+                failed[test["name"]] += 1
+            for diagnosis in LIKELY.findall(test["output"]):
+                made.setdefault(diagnosis.strip().rstrip("."), set()).add(name)
+            limits.update(LIMITS.findall(test["output"]))
+        what = [f"hit a limit ({', '.join(sorted(limits))})"] if limits else []
+        what += [row["problems"]] if row["problems"] else []
+        if what:
+            troubles.append((name, "; ".join(what)))
+    graded = {row["name"] for row in rows}
+    mistakes = sorted(made.items(), key=lambda item: (-len(item[1]), item[0]))
+    return ClassSummary(
+        rows=rows,
+        not_graded=sorted(set(names) - graded),
+        mistakes=[(d, sorted(who)) for d, who in mistakes],
+        failed_tests=sorted(failed.items(), key=lambda item: (-item[1], item[0])),
+        troubles=troubles,
+    )
+
+
+def _who(names: list[str], limit: int = 5) -> str:
+    more = len(names) - limit
+    return ", ".join(names[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
+def summary_table(summary: ClassSummary) -> Table:
+    """The report's summary as a short table for the terminal."""
+    table = Table(title="Class summary", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    graded = f"{len(summary.rows)}"
+    if summary.not_graded:
+        graded += f" ({len(summary.not_graded)} not graded: {_who(summary.not_graded)})"
+    table.add_row("submissions graded", graded)
+    table.add_row(
+        "mean / median score",
+        f"{summary.mean():.1f} / {summary.median():.1f} of {TOTAL_POINTS}",
+    )
+    table.add_row(
+        "part means",
+        "  ".join(
+            f"P{k} {summary.part_mean(k):.1f}/{p.points}" for k, p in PARTS.items()
+        ),
+    )
+    for diagnosis, who in summary.mistakes[:3]:
+        table.add_row(f"likely mistake ({len(who)})", f"{diagnosis}: {_who(who)}")
+    for test, count in summary.failed_tests[:3]:
+        table.add_row(f"failed by {count}", test)
+    for name, what in summary.troubles[:3]:
+        table.add_row("trouble", f"{name}: {what}")
+    if len(summary.troubles) > 3:
+        table.add_row(
+            "trouble", f"... and {len(summary.troubles) - 3} more in {REPORT}"
+        )
+    return table
+
+
+# The page ------------------------------------------------------------------------------------
+
+
+def write_report(out: Path, summary: ClassSummary) -> Path:
+    path = out / REPORT
+    report.atomic_write(path, report_html(summary))
+    return path
+
+
+def report_html(summary: ClassSummary) -> str:
+    head = [
+        ("submissions graded", str(len(summary.rows))),
+        ("not graded", ", ".join(summary.not_graded) or "none"),
+        ("mean score", f"{summary.mean():.1f} of {TOTAL_POINTS}"),
+        ("median score", f"{summary.median():.1f} of {TOTAL_POINTS}"),
+        ("full marks", str(sum(s == TOTAL_POINTS for s in summary.scores))),
+    ]
+    means = [
+        (f"Part {k}: {p.title}", f"{summary.part_mean(k):.1f}", str(p.points))
+        for k, p in PARTS.items()
+    ]
+    mistakes = [(d, str(len(who)), ", ".join(who)) for d, who in summary.mistakes]
+    failed = [(t, str(n)) for t, n in summary.failed_tests[:SHOWN]]
+    book = [
+        (
+            r["name"],
+            str(r["score"]),
+            *(str(r[f"part{k}"]) for k in PARTS),
+            r["problems"],
+        )
+        for r in summary.rows
+    ]
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Class report</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; color: #222; }}
+table {{ border-collapse: collapse; margin: 0.5rem 0 1.5rem; }}
+th, td {{ border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: left; }}
+td.n {{ text-align: right; }}
+svg text {{ font-size: 11px; fill: #222; }}
+</style>
+</head>
+<body>
+<h1>Class report</h1>
+{_table("summary", ("", "class"), head)}
+<h2>Score distribution</h2>
+{_histogram(summary.scores)}
+<h2>Mean points per part</h2>
+{_bars([(f"P{k}", summary.part_mean(k), p.points) for k, p in PARTS.items()])}
+{_table("part-means", ("part", "mean", "points"), means)}
+<h2>Most common likely mistakes</h2>
+{_table("mistakes", ("likely mistake", "submissions", "who"), mistakes)}
+<h2>Tests failed most</h2>
+{_table("failed-tests", ("test", "submissions"), failed)}
+<h2>Submissions that hit limits or broke</h2>
+{_table("troubles", ("submission", "what happened"), summary.troubles)}
+<h2>Gradebook</h2>
+{_table("gradebook", ("name", "score", *(f"P{k}" for k in PARTS), "problems"), book)}
+</body>
+</html>
+"""
+
+
+def _table(ident: str, header: tuple[str, ...], rows) -> str:
+    e = html.escape
+    if not rows:
+        return f'<p id="{ident}">None.</p>'
+    head = "".join(f"<th>{e(h)}</th>" for h in header)
+    body = "\n".join(
+        "<tr>"
+        + "".join(
+            f'<td class="n">{e(c)}</td>'
+            if re.fullmatch(r"[\d.]+", c)
+            else f"<td>{e(c)}</td>"
+            for c in row
+        )
+        + "</tr>"
+        for row in rows
+    )
+    return f'<table id="{ident}">\n<tr>{head}</tr>\n{body}\n</table>'
+
+
+def _svg(width: int, height: int, body: list[str], label: str) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="{html.escape(label)}">\n'
+        + "\n".join(body)
+        + "\n</svg>"
+    )
+
+
+def _histogram(scores: list[int]) -> str:
+    """Submissions per band of ten points (the last band is 90-100)."""
+    bands = [0] * 10
+    for score in scores:
+        bands[min(int(score * 10 // TOTAL_POINTS), 9)] += 1
+    top = max(bands) or 1
+    width, height, bar = 460, 180, 40
+    body = []
+    for i, count in enumerate(bands):
+        h = 130 * count / top
+        x, y = 30 + i * (bar + 3), 150 - h
+        body.append(
+            f'<rect x="{x}" y="{y:.1f}" width="{bar}" height="{h:.1f}" fill="#4a78b5"/>'
+        )
+        if count:
+            body.append(
+                f'<text x="{x + bar / 2}" y="{y - 3:.1f}" text-anchor="middle">{count}</text>'
+            )
+        upper = "100" if i == 9 else str((i + 1) * 10 - 1)
+        body.append(
+            f'<text x="{x + bar / 2}" y="165" text-anchor="middle">{i * 10}-{upper}</text>'
+        )
+    return _svg(width, height, body, "number of submissions per score band")
+
+
+def _bars(values: list[tuple[str, float, int]]) -> str:
+    """Each part's mean as a share of its points."""
+    width, height = 460, 30 + 24 * len(values)
+    body = []
+    for i, (label, mean, points) in enumerate(values):
+        y, w = 10 + i * 24, 360 * mean / points
+        body.append(f'<text x="0" y="{y + 14}">{html.escape(label)}</text>')
+        body.append(f'<rect x="30" y="{y}" width="360" height="18" fill="#e4e9f2"/>')
+        body.append(
+            f'<rect x="30" y="{y}" width="{w:.1f}" height="18" fill="#4a78b5"/>'
+        )
+        body.append(f'<text x="{30 + 365}" y="{y + 14}">{mean:.1f}/{points}</text>')
+    return _svg(width, height, body, "mean points per part")

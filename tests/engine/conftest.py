@@ -1,0 +1,35 @@
+"""One graded batch shared by the engine's end-to-end tests of ``autograder grade``."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autograder import cli
+from autograder.release import SOLUTIONS
+from autograder.zoo import examples
+from autograder.zoo.mutants import CATALOGUE, apply
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples" / "submissions"
+#: Part 4 (RoPE): quick, and the example batch and the mutant below make mistakes there.
+KEYWORD = "part4"
+MUTANT = next(m for m in CATALOGUE if m.name == "rope-wrong-direction")
+
+
+@pytest.fixture(scope="session")
+def graded_batch(tmp_path_factory) -> tuple[Path, Path]:
+    """The example batch (the kept examples and those written from the zoo) plus a zoo mutant,
+    graded once on part 4: ``(batch, out)``."""
+    folder = tmp_path_factory.mktemp("graded-batch")
+    batch, out = folder / "batch", folder / "grades"
+    shutil.copytree(EXAMPLES, batch)
+    examples.write(batch)
+    apply(MUTANT, SOLUTIONS, batch / MUTANT.name)
+    assert (
+        cli.main(["grade", str(batch), "--out", str(out), "-k", KEYWORD, "--jobs", "2"])
+        == 0
+    )
+    return batch, out

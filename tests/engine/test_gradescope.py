@@ -1,0 +1,170 @@
+"""The Gradescope autograder zip, run as Gradescope runs it: ``run_autograder`` in a root of
+its own (``AUTOGRADER_ROOT``), on the part-4 subset of the suite."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder import boundary, gradescope
+from autograder.points import PARTS
+from autograder.protocol import PACKAGE
+from autograder.release import SOLUTIONS
+from autograder.zoo.mutants import apply
+
+from .conftest import KEYWORD, MUTANT
+
+REPO = Path(__file__).resolve().parents[2]
+LOCKS = sorted((REPO / "gradescope").glob("requirements-py*.txt"))
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    """The autograder zip, unpacked as Gradescope unpacks it."""
+    folder = tmp_path_factory.mktemp("gradescope")
+    path = gradescope.build_gradescope(
+        folder / "autograder.zip", hidden_visibility="after_published"
+    )
+    with zipfile.ZipFile(path) as archive:
+        archive.extractall(folder / "source")
+        for info in archive.infolist():
+            os.chmod(folder / "source" / info.filename, info.external_attr >> 16)
+    return folder / "source"
+
+
+def run_autograder(
+    source: Path, root: Path, upload: dict[str, str], python: str = sys.executable
+) -> dict:
+    """Lay out ``root`` as Gradescope does, with ``upload`` as the submission; its results."""
+    (root / "submission").mkdir(parents=True)
+    (root / "source").symlink_to(source)
+    for name, text in upload.items():
+        (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "submission" / name).write_text(text)
+    env = os.environ | {
+        "AUTOGRADER_ROOT": str(root),
+        "AUTOGRADER_PYTHON": python,
+        "AUTOGRADER_ARGS": f"-k {KEYWORD}",
+    }
+    subprocess.run(
+        ["bash", str(source / "run_autograder")], env=env, check=True, timeout=600
+    )
+    return json.loads((root / "results" / "results.json").read_text())
+
+
+def package(folder: str = PACKAGE, solutions: Path = SOLUTIONS) -> dict[str, str]:
+    return {f"{folder}/{p.name}": p.read_text() for p in solutions.glob("*.py")}
+
+
+def test_the_zip_holds_what_gradescope_runs_and_no_reference(source):
+    assert os.access(source / "setup.sh", os.X_OK) and os.access(
+        source / "run_autograder", os.X_OK
+    )
+    assert (
+        "HIDDEN_VISIBILITY=after_published" in (source / "run_autograder").read_text()
+    )
+    names = {p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file()}
+    assert not any(
+        n.startswith(("solutions/", "autograder/zoo/", "tests/engine/")) for n in names
+    )
+    assert {f"gradescope/{lock.name}" for lock in LOCKS} <= names
+    assert (
+        f"assignments/{PACKAGE}/attention.py" in names
+    )  # the stubs, for the smoke grade
+
+
+@pytest.mark.skipif(boundary.bwrap_path() is None, reason="no bubblewrap boundary here")
+def test_the_unpacked_grader_gets_the_bubblewrap_boundary(source):
+    probe = "from autograder import boundary; print(boundary.bwrap_path() is not None)"
+    found = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert found.stdout.strip() == "True"
+
+
+def test_the_reference_gets_full_marks(source, tmp_path):
+    results = run_autograder(source, tmp_path, package())
+    assert gradescope.results_problems(results) == []
+    assert results["score"] == PARTS[4].points
+    assert {t["visibility"] for t in results["tests"]} == {"visible", "after_published"}
+
+
+def test_a_mutant_gets_its_autograder_grade_score(source, tmp_path, graded_batch):
+    _, out = graded_batch
+    expected = json.loads((out / MUTANT.name / "results.json").read_text())["score"]
+    mutant = apply(MUTANT, SOLUTIONS, tmp_path / "mutant") / PACKAGE
+    results = run_autograder(source, tmp_path / "root", package(solutions=mutant))
+    assert results["score"] == expected < PARTS[4].points
+
+
+def test_an_extra_folder_beside_the_package_is_ignored(source, tmp_path):
+    upload = package("hw3/transformer_hw") | {
+        "hw3/notes/ideas.md": "# notes\n",
+        "notes/x.py": "x = 1\n",
+    }
+    results = run_autograder(source, tmp_path, upload)
+    assert results["score"] == PARTS[4].points
+
+
+def test_two_packages_in_one_upload_are_a_reported_problem(source, tmp_path):
+    upload = package("mine/transformer_hw") | package("backup/transformer_hw")
+    results = run_autograder(source, tmp_path, upload)
+    assert results["score"] == 0 and results["tests"] == []
+    assert re.search(
+        r"2 candidate packages \(backup/transformer_hw, mine/transformer_hw\)",
+        results["output"],
+    )
+
+
+def test_an_empty_upload_says_what_to_upload(source, tmp_path):
+    results = run_autograder(source, tmp_path, {"README.txt": "hello\n"})
+    assert results["score"] == 0
+    assert "upload your transformer_hw/ folder" in results["output"]
+    assert "attention.py" in results["output"]
+
+
+def test_a_grader_that_cannot_start_still_leaves_results(source, tmp_path):
+    results = run_autograder(source, tmp_path, package(), python="false")
+    assert results["score"] == 0 and results["tests"] == []
+    assert "could not grade this submission" in results["output"]
+
+
+def pinned(name: str) -> str:
+    """The exact version pyproject.toml pins ``name`` to."""
+    text = (REPO / "pyproject.toml").read_text()
+    return re.search(rf'"{name}==([^"]+)"', text).group(1)
+
+
+def test_each_lock_pins_every_dependency_exactly_with_hashes():
+    assert {lock.name for lock in LOCKS} >= {
+        "requirements-py3.10.txt",
+        "requirements-py3.12.txt",
+    }
+    wanted = {
+        re.split(r"[<>=; ]", line)[0].lower()
+        for line in (REPO / "gradescope" / "requirements.in").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
+    assert {"numpy", "pytest", "hypothesis", "rich"} <= wanted and "torch" not in wanted
+    for lock in LOCKS:
+        text = lock.read_text()
+        pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) \\$", text, re.MULTILINE))
+        assert wanted <= {name.lower() for name in pins}, lock.name
+        assert "torch" not in pins
+        if lock.name != "requirements-py3.10.txt":  # 3.10: see requirements.in
+            assert pins["hypothesis"] == pinned("hypothesis")
+        for name in pins:
+            assert re.search(
+                rf"^{re.escape(name)}==\S+ \\\n    --hash=sha256:", text, re.MULTILINE
+            ), name
