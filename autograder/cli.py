@@ -201,6 +201,17 @@ def cmd_examples(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_nbgrader(args: argparse.Namespace) -> int:
+    from autograder.nbgrader.course import ASSIGNMENT, build_course
+
+    course = build_course(Path(args.course), args.cell_timeout)
+    print(
+        f"nbgrader course written to {course}; next, in that folder: "
+        f"nbgrader generate_assignment {ASSIGNMENT}"
+    )
+    return 0
+
+
 def _device(name: str) -> str:
     if name == "auto":
         import torch
@@ -319,6 +330,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     examples.add_argument("--out", required=True, help="folder to write them to")
     examples.set_defaults(func=cmd_examples)
+
+    nbgrader = commands.add_parser(
+        "nbgrader",
+        help="write an nbgrader course whose autograding grades the modules in the sandbox",
+    )
+    nbgrader.add_argument(
+        "--course", required=True, help="folder for the course (must be new)"
+    )
+    nbgrader.add_argument(
+        "--cell-timeout",
+        type=int,
+        default=30,
+        help="seconds per notebook cell while autograding (default 30)",
+    )
+    nbgrader.set_defaults(func=cmd_nbgrader)
     return parser
 
 

@@ -1,0 +1,182 @@
+"""Our steps in ``nbgrader autograde``: the grade is decided by our grader, never by the kernel.
+
+nbgrader runs the student's notebook in a kernel and scores each autograded cell by its outputs,
+after cells the student wrote, where student code could patch whatever a cell calls. So the
+notebook's check cells decide nothing. ``GradeModules`` runs before nbgrader's ``Execute``, so
+before the kernel can touch a file: it grades the submitted modules once, in the sandbox, with
+the same engine and suite as ``autograder grade``. ``WritePartGrades`` runs after the kernel,
+before nbgrader saves the grades, and replaces each check cell's outputs with the part's
+feedback and its earned points as the cell's result, which nbgrader reads as partial credit.
+
+nbgrader (0.9) scores a cell 0 when an output is an error or goes to stderr, the number in its
+first result otherwise, and full marks when there is no numeric result. So whatever goes wrong
+while grading is written as an error output: it scores 0, never full marks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from nbformat.v4 import new_output
+from nbgrader.converters import Autograde
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
+from nbgrader.utils import is_grade
+from traitlets import Float, Unicode
+
+from autograder import grade, report
+from autograder.notebook import check_cell_part
+from autograder.points import PARTS
+
+#: The key under which the grades travel in nbconvert's resources from one step to the next.
+GRADES = "autograder_grades"
+
+
+@dataclass(frozen=True)
+class PartGrade:
+    points: int
+    feedback: str
+
+
+class GradingFailed(Exception):
+    """No grade could be decided for this submission; every check cell scores 0 and says why."""
+
+
+def grade_parts(
+    name: str, root: Path, settings: grade.Settings
+) -> dict[int, PartGrade]:
+    """Grade the modules under ``root`` in the sandbox; each part's points and feedback.
+
+    The full suite must have run: a grade from the public tests alone (a handout install of
+    ``autograder``) would be a different grade, so it is refused.
+    """
+    try:
+        graded = grade.grade_one(name, root, settings)
+    except grade.GradingError as exc:
+        raise GradingFailed(f"the grader failed: {exc}") from None
+    held = dict.fromkeys(PARTS, 0)
+    for t in graded.tests:
+        held[t.part] += t.points
+    short = [
+        f"part {k}: {held[k]} of {p.points}"
+        for k, p in PARTS.items()
+        if held[k] != p.points
+    ]
+    if short or not any(t.hidden for t in graded.tests):
+        raise GradingFailed(
+            "the graded suite is incomplete (hidden tests missing?) "
+            + "; ".join(short or ["no hidden test ran"])
+            + ": grade with an install of the full autograder repository"
+        )
+    scores = report.part_scores(graded.tests)
+    sections = _sections(report.feedback_md(graded))
+    problems = sections.get("problems", "")
+    return {
+        k: PartGrade(
+            scores[k],
+            (problems + "\n\n" if problems and scores[k] < p.points else "")
+            + sections[k],
+        )
+        for k, p in PARTS.items()
+    }
+
+
+def _sections(feedback: str) -> dict[int | str, str]:
+    """``feedback.md`` cut at its level-2 headings: part number (or "problems") -> text."""
+    found: dict[int | str, str] = {}
+    for chunk in re.split(r"^(?=## )", feedback, flags=re.MULTILINE):
+        if match := re.match(r"## Part (\d+):", chunk):
+            found[int(match.group(1))] = chunk.strip()
+        elif chunk.startswith("## Problems"):
+            found["problems"] = chunk.strip()
+    return found
+
+
+def check_outputs(part: int, max_points: float, grades) -> list:
+    """The outputs of one check cell: feedback and points, or the error that scores 0."""
+    if isinstance(grades, GradingFailed):
+        return [_error(str(grades))]
+    if not isinstance(grades, dict):
+        return [
+            _error("the modules were not graded: GradeModules must run before Execute")
+        ]
+    if max_points != PARTS[part].points:
+        return [
+            _error(
+                f"this cell is worth {max_points:g} points, part {part} is worth "
+                f"{PARTS[part].points}: rebuild the course with `autograder nbgrader`"
+            )
+        ]
+    earned = grades[part]
+    return [
+        new_output("stream", name="stdout", text=earned.feedback + "\n"),
+        new_output("execute_result", data={"text/plain": str(earned.points)}),
+    ]
+
+
+def _error(message: str):
+    return new_output(
+        "error",
+        ename="GradingFailed",
+        evalue=message,
+        traceback=[f"GradingFailed: {message}"],
+    )
+
+
+class GradeModules(NbGraderPreprocessor):
+    """Grade the submission's modules in the sandbox, once, before its kernel runs."""
+
+    device = Unicode("cpu", help="cpu or cuda: where the student code runs").tag(
+        config=True
+    )
+    call_timeout = Float(
+        None,
+        allow_none=True,
+        help="seconds per call of student code (default: the sandbox's)",
+    ).tag(config=True)
+
+    def preprocess(self, nb, resources):
+        if all(check_cell_part(_grade_id(cell) or "") is None for cell in nb.cells):
+            return nb, resources  # not our notebook
+        student = resources["nbgrader"]["student"]
+        root = Path(resources["metadata"]["path"])
+        course = Path(CourseDirectory(config=self.config).root).resolve()
+        settings = grade.Settings(
+            device=self.device,
+            call_timeout=self.call_timeout,
+            hidden_paths=(str(course),),
+        )
+        try:
+            resources[GRADES] = grade_parts(student, root, settings)
+        except Exception as exc:  # noqa: BLE001 - whatever failed scores 0, with the reason
+            self.log.error("%s: no grade: %s", student, exc)
+            failure = (
+                exc if isinstance(exc, GradingFailed) else GradingFailed(repr(exc))
+            )
+            resources[GRADES] = failure
+        return nb, resources
+
+
+class WritePartGrades(NbGraderPreprocessor):
+    """Replace each check cell's outputs with its part's feedback and points."""
+
+    def preprocess_cell(self, cell, resources, index):
+        part = check_cell_part(_grade_id(cell) or "") if is_grade(cell) else None
+        if part is not None:
+            points = float(cell.metadata["nbgrader"]["points"])
+            cell.outputs = check_outputs(part, points, resources.get(GRADES))
+        return cell, resources
+
+
+def _grade_id(cell) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def autograde_preprocessors() -> list:
+    """nbgrader's autograde steps with ours: grading before ``Execute``, writing before saving."""
+    steps = list(Autograde.class_traits()["autograde_preprocessors"].default())
+    steps.insert(steps.index(Execute), GradeModules)
+    steps.insert(steps.index(SaveAutoGrades), WritePartGrades)
+    return steps
