@@ -16,6 +16,7 @@ while grading is written as an error output: it scores 0, never full marks.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,6 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from nbgrader.utils import is_grade
 from traitlets import Float, Unicode
 
-from autograder import grade, report
 from autograder.notebook import check_cell_part
 from autograder.points import PARTS
 
@@ -44,14 +44,15 @@ class GradingFailed(Exception):
     """No grade could be decided for this submission; every check cell scores 0 and says why."""
 
 
-def grade_parts(
-    name: str, root: Path, settings: grade.Settings
-) -> dict[int, PartGrade]:
+def grade_parts(name: str, root: Path, settings) -> dict[int, PartGrade]:
     """Grade the modules under ``root`` in the sandbox; each part's points and feedback.
 
     The full suite must have run: a grade from the public tests alone (a handout install of
-    ``autograder``) would be a different grade, so it is refused.
+    ``autograder``) would be a different grade, so it is refused. ``settings`` is a
+    ``grade.Settings``.
     """
+    from autograder import grade, report  # torch and the suite: only when grading
+
     try:
         graded = grade.grade_one(name, root, settings)
     except grade.GradingError as exc:
@@ -143,13 +144,17 @@ class GradeModules(NbGraderPreprocessor):
         student = resources["nbgrader"]["student"]
         root = Path(resources["metadata"]["path"])
         course = Path(CourseDirectory(config=self.config).root).resolve()
-        settings = grade.Settings(
-            device=self.device,
-            call_timeout=self.call_timeout,
-            hidden_paths=(str(course),),
-        )
+        start = time.monotonic()
         try:
+            from autograder import grade  # torch and the suite: only when grading
+
+            settings = grade.Settings(
+                device=self.device,
+                call_timeout=self.call_timeout,
+                hidden_paths=(str(course),),  # other students' work, the gradebook
+            )
             resources[GRADES] = grade_parts(student, root, settings)
+            self.log.info("%s graded in %.1f s", student, time.monotonic() - start)
         except Exception as exc:  # noqa: BLE001 - whatever failed scores 0, with the reason
             self.log.error("%s: no grade: %s", student, exc)
             failure = (

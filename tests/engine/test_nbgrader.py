@@ -1,0 +1,377 @@
+"""``autograder nbgrader`` end to end, headless: the course, its release, autograding three
+submissions (the reference, the stubs, a zoo mutant whose kernel tries to grade itself),
+feedback and export; and the rule that a grading failure scores 0, never full marks."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+try:
+    import nbformat
+    from nbgrader.api import Gradebook
+    from nbgrader.nbgraderformat import MetadataValidator
+    from nbgrader.utils import determine_grade
+except ImportError as exc:  # the README's test command installs the extra
+    raise ImportError(
+        "these tests need the nbgrader extra: pip install -e '.[dev,nbgrader]'"
+    ) from exc
+
+from autograder import cli, grade
+from autograder.nbgrader import preprocessors
+from autograder.nbgrader.course import STUDENT_FILES
+from autograder.notebook import (
+    NotebookError,
+    build_notebook,
+    check_cell_part,
+    load_source,
+)
+from autograder.points import PARTS, TOTAL_POINTS
+from autograder.release import SOLUTIONS, find_leaks
+from autograder.zoo.mutants import CATALOGUE, apply
+
+pytestmark = pytest.mark.nbgrader
+
+REPO = Path(__file__).resolve().parents[2]
+ASSIGNMENT = "transformer_hw"
+NOTEBOOK_ID = "transformer_hw"
+NOTEBOOK = f"{NOTEBOOK_ID}.ipynb"
+# Quick to grade, and it costs points in parts 2, 6 and 7 while the others keep full marks.
+MUTANT = next(m for m in CATALOGUE if m.name == "causal-hides-diagonal")
+TIMEOUT = 900  # seconds for one nbgrader command: generous, the machine may be loaded
+
+# A student's own cell in the mutant's notebook: it tries every way a kernel has to raise its
+# grade. Each check cell would print full points, the grader's function is replaced, and the
+# bug is fixed on disk after the deadline.
+PATCH = f"""\
+import autograder.grade
+from autograder.points import PARTS
+
+
+def check_part(part):
+    return PARTS[part].points
+
+
+autograder.grade.grade_one = lambda *args, **kwargs: None
+masks_py = HOME / "transformer_hw" / {MUTANT.file!r}
+masks_py.write_text(masks_py.read_text().replace({MUTANT.edits[0][1]!r}, {MUTANT.edits[0][0]!r}))
+print("patched")
+"""
+
+
+def run_nbgrader(course: Path, *args: str) -> str:
+    # nbgrader runs alembic from PATH: the one of this environment.
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    done = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        check=False,
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, f"nbgrader {' '.join(args)}:\n{done.stderr[-4000:]}"
+    return done.stderr
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Path:
+    course = tmp_path_factory.mktemp("nbgrader") / "course"
+    assert cli.main(["nbgrader", "--course", str(course)]) == 0
+    run_nbgrader(course, "generate_assignment", ASSIGNMENT)
+    return course
+
+
+@pytest.fixture(scope="module")
+def autograded(course, tmp_path_factory) -> dict:
+    """Autograde three submissions; their gradebook scores per part, and the mutant's
+    ``autograder grade`` row, graded meanwhile in a process of its own."""
+    release = course / "release" / ASSIGNMENT
+    submitted = {
+        s: course / "submitted" / s / ASSIGNMENT for s in ("ref", "stubs", "mutant")
+    }
+    for folder in submitted.values():
+        shutil.copytree(release, folder)
+    for module in SOLUTIONS.glob("*.py"):
+        shutil.copy(module, submitted["ref"] / ASSIGNMENT / module.name)
+    apply(MUTANT, SOLUTIONS, submitted["mutant"])
+    notebook = nbformat.read(submitted["mutant"] / NOTEBOOK, as_version=4)
+    setup = [c.get("id") for c in notebook.cells].index("setup")
+    notebook.cells.insert(setup + 1, nbformat.v4.new_code_cell(PATCH))
+    nbformat.write(notebook, submitted["mutant"] / NOTEBOOK)
+
+    out = tmp_path_factory.mktemp("grades")
+    command = [sys.executable, "-m", "autograder", "grade", str(submitted["mutant"])]
+    with open(out / "log.txt", "w") as log:
+        alone = subprocess.Popen([*command, "--out", str(out)], stdout=log, stderr=log)
+        try:
+            run_nbgrader(course, "autograde", ASSIGNMENT)
+        finally:
+            code = alone.wait(timeout=TIMEOUT)
+    assert code == 0, (out / "log.txt").read_text()[-3000:]
+    with open(out / "gradebook.csv", newline="") as f:
+        (row,) = csv.DictReader(f)
+    expected = {k: int(row[f"part{k}"]) for k in PARTS}
+
+    scores = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for student in submitted:
+            nb = gradebook.find_submission_notebook(NOTEBOOK_ID, ASSIGNMENT, student)
+            scores[student] = {g.name: g.auto_score for g in nb.grades}
+    print("gradebook:", json.dumps(scores, sort_keys=True))
+    return {"scores": scores, "mutant_alone": expected, "course": course}
+
+
+def per_part(scores: dict[int, float]) -> dict[str, float]:
+    return {f"check-part{k}": float(v) for k, v in scores.items()}
+
+
+def read_cells(path: Path) -> dict[str, nbformat.NotebookNode]:
+    notebook = nbformat.read(path, as_version=4)
+    return {c.get("id"): c for c in notebook.cells}
+
+
+def text_of(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+# The course gives nothing away ----------------------------------------------------------------
+
+
+def code_windows(text: str, width: int = 3) -> set[tuple[str, ...]]:
+    lines = [ln.strip() for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith("#")]
+    return {tuple(lines[i : i + width]) for i in range(len(lines) - width + 1)}
+
+
+def test_course_and_release_hold_only_the_stubs_notebook_and_data(course):
+    expected = {NOTEBOOK, "data/names.txt", f"{ASSIGNMENT}/__init__.py", *STUDENT_FILES}
+    secrets = (
+        set()
+    )  # every run of three code lines of the tests, their oracles and the zoo
+    for path in [
+        *(REPO / "tests").rglob("*.py"),
+        *(REPO / "autograder" / "zoo").rglob("*.py"),
+    ]:
+        secrets |= code_windows(path.read_text(encoding="utf-8"))
+    for folder in (course / "source" / ASSIGNMENT, course / "release" / ASSIGNMENT):
+        files = {
+            p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
+        }
+        assert files == expected, folder
+        assert find_leaks(folder) == [], folder  # runs of reference lines, hidden tests
+        for name in files:
+            text = (folder / name).read_text(encoding="utf-8")
+            assert not code_windows(text) & secrets, f"{folder.name}/{name}"
+    config = (course / "nbgrader_config.py").read_text()
+    assert (
+        "autograde_preprocessors()" in config
+        and "'transformer_hw/attention.py'" in config
+    )
+
+
+def test_leak_assertions_can_fail(tmp_path):
+    (tmp_path / "copied.py").write_text((REPO / "tests" / "conftest.py").read_text())
+    planted = code_windows((tmp_path / "copied.py").read_text())
+    assert planted & code_windows((REPO / "tests" / "conftest.py").read_text())
+    shutil.copy(SOLUTIONS / "attention.py", tmp_path / "attention.py")
+    assert find_leaks(tmp_path)
+
+
+# Autograding ----------------------------------------------------------------------------------
+
+
+def test_autograde_gives_each_part_its_grade(autograded):
+    scores, alone = autograded["scores"], autograded["mutant_alone"]
+    assert scores["ref"] == per_part({k: p.points for k, p in PARTS.items()})
+    assert scores["stubs"] == per_part(dict.fromkeys(PARTS, 0))
+    assert (
+        0 < sum(alone.values()) < TOTAL_POINTS
+    )  # the mutant loses some points, not all
+    assert scores["mutant"] == per_part(alone)
+
+
+def test_a_kernel_that_patches_the_grading_gets_the_same_score(autograded):
+    course = autograded["course"]
+    cells = read_cells(course / "autograded" / "mutant" / ASSIGNMENT / NOTEBOOK)
+    patch = next(c for c in cells.values() if c.source == PATCH)
+    assert "patched" in text_of(
+        patch
+    )  # the kernel ran the patch and fixed the bug on disk
+    fixed = course / "autograded" / "mutant" / ASSIGNMENT / ASSIGNMENT / MUTANT.file
+    assert MUTANT.edits[0][1] not in fixed.read_text()
+    # ... yet the grade is that of the modules as submitted
+    assert autograded["scores"]["mutant"] == per_part(autograded["mutant_alone"])
+    lost = next(k for k in PARTS if autograded["mutant_alone"][k] < PARTS[k].points)
+    check = cells[f"check-part{lost}"]
+    assert re.search(f"Likely mistake:.*{re.escape(MUTANT.diagnosis)}", text_of(check))
+    result = [o for o in check.outputs if o.output_type == "execute_result"]
+    assert [r.data["text/plain"] for r in result] == [
+        str(autograded["mutant_alone"][lost])
+    ]
+
+
+def test_the_reference_notebook_runs_without_errors(autograded):
+    cells = read_cells(
+        autograded["course"] / "autograded" / "ref" / ASSIGNMENT / NOTEBOOK
+    )
+    errors = [
+        f"{name}: {output.evalue}"
+        for name, cell in cells.items()
+        for output in cell.get("outputs", [])
+        if output.output_type == "error"
+    ]
+    assert errors == []
+    assert "412/7 =" in text_of(cells["part1-examples"])
+    assert "training skipped while autograding" in text_of(cells["part7-train"])
+
+
+def test_feedback_and_export_write_their_files(autograded):
+    course = autograded["course"]
+    run_nbgrader(course, "generate_feedback", ASSIGNMENT)
+    html = {
+        s: course / "feedback" / s / ASSIGNMENT / f"{NOTEBOOK_ID}.html"
+        for s in autograded["scores"]
+    }
+    assert all(path.is_file() for path in html.values())
+    assert MUTANT.diagnosis in html["mutant"].read_text(encoding="utf-8")
+    run_nbgrader(course, "export")
+    with open(course / "grades.csv", newline="") as f:
+        rows = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(f)}
+    assert rows == {
+        "ref": TOTAL_POINTS,
+        "stubs": 0,
+        "mutant": sum(autograded["mutant_alone"].values()),
+    }
+
+
+# A grade is never full marks by default -------------------------------------------------------
+
+
+def course_notebook() -> nbformat.NotebookNode:
+    return nbformat.reads(json.dumps(build_notebook("nbgrader")), as_version=4)
+
+
+def check_cells() -> list:
+    return [c for c in course_notebook().cells if check_cell_part(c.id) is not None]
+
+
+def test_nbgrader_reads_our_outputs_as_partial_credit_and_failures_as_zero():
+    cell = check_cells()[0]
+    assert (
+        determine_grade(cell)[0] == PARTS[1].points
+    )  # premise: no result is full marks
+    points = float(cell.metadata.nbgrader.points)
+    earned = {k: preprocessors.PartGrade(k, f"part {k}") for k in PARTS}
+    cell.outputs = preprocessors.check_outputs(1, points, earned)
+    assert determine_grade(cell)[0] == 1
+    for grades in (preprocessors.GradingFailed("the sandbox broke"), None):
+        cell.outputs = preprocessors.check_outputs(1, points, grades)
+        assert determine_grade(cell)[0] == 0
+    cell.outputs = preprocessors.check_outputs(1, points + 1, earned)  # a stale course
+    assert determine_grade(cell)[0] == 0
+
+
+def test_a_grader_that_fails_scores_zero_in_every_part(monkeypatch, tmp_path):
+    def broken(*args, **kwargs):
+        raise RuntimeError("the grader fell over")
+
+    monkeypatch.setattr(grade, "grade_one", broken)
+    notebook = course_notebook()
+    resources = {"nbgrader": {"student": "s"}, "metadata": {"path": str(tmp_path)}}
+    for step in (preprocessors.GradeModules(), preprocessors.WritePartGrades()):
+        notebook, resources = step.preprocess(notebook, resources)
+    graded = [c for c in notebook.cells if check_cell_part(c.id) is not None]
+    assert len(graded) == len(PARTS)
+    assert all(determine_grade(c)[0] == 0 for c in graded)
+    assert all("the grader fell over" in c.outputs[0].evalue for c in graded)
+
+
+def test_a_grade_from_the_public_tests_alone_is_refused(monkeypatch, tmp_path):
+    public = [
+        grade.TestResult(f"t{k}", f"test_{k}", k, p.points, False, True, "")
+        for k, p in PARTS.items()
+    ]
+    monkeypatch.setattr(grade, "grade_one", lambda name, *a: grade.Graded(name, public))
+    with pytest.raises(preprocessors.GradingFailed, match="hidden"):
+        preprocessors.grade_parts("s", tmp_path, grade.Settings())
+    hidden = [grade.TestResult("h", "test_h", 1, 1, True, True, ""), *public[1:]]
+    monkeypatch.setattr(grade, "grade_one", lambda name, *a: grade.Graded(name, hidden))
+    with pytest.raises(preprocessors.GradingFailed, match="part 1: 1 of 18"):
+        preprocessors.grade_parts("s", tmp_path, grade.Settings())
+
+
+def test_a_check_cell_without_our_preprocessor_scores_zero(monkeypatch, tmp_path):
+    """Under autograde the kernel's own check cell is an error: a course whose configuration
+    lost our preprocessors grades 0, never full marks."""
+    from nbclient import NotebookClient
+
+    notebook = course_notebook()
+    notebook.cells = [
+        c for c in notebook.cells if c.get("id") in ("setup", "check-part1")
+    ]
+    shutil.copytree(REPO / "assignments" / ASSIGNMENT, tmp_path / ASSIGNMENT)
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    client = NotebookClient(
+        notebook,
+        timeout=TIMEOUT,
+        allow_errors=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    client.execute()
+    setup, check = notebook.cells
+    assert not [o for o in setup.outputs if o.output_type == "error"]
+    assert determine_grade(check)[0] == 0
+    assert "graded outside this notebook" in check.outputs[0].evalue
+
+
+# The notebook ----------------------------------------------------------------------------------
+
+
+def test_one_source_gives_the_course_and_the_handout_notebook():
+    course, handout = build_notebook("nbgrader"), build_notebook("handout")
+    for notebook in (course, handout):
+        nbformat.validate(nbformat.from_dict(notebook))
+    MetadataValidator().validate_nb(nbformat.from_dict(course))
+    assert [c["source"] for c in course["cells"]] == [
+        c["source"] for c in handout["cells"]
+    ]
+    assert not any("nbgrader" in c["metadata"] for c in handout["cells"])
+    graded = {
+        c["id"]: c["metadata"]["nbgrader"]["points"]
+        for c in course["cells"]
+        if c["metadata"].get("nbgrader", {}).get("grade")
+    }
+    assert graded == {f"check-part{k}": p.points for k, p in PARTS.items()}
+    locked = [
+        c for c in course["cells"] if c["metadata"].get("nbgrader", {}).get("locked")
+    ]
+    assert all(
+        c["cell_type"] == "markdown" or c["id"] in graded or c["id"] == "setup"
+        for c in locked
+    )
+    with pytest.raises(ValueError):
+        build_notebook("gradescope")
+
+
+def test_a_source_without_a_check_cell_per_part_is_refused(tmp_path):
+    source = load_source()
+    source["cells"] = [c for c in source["cells"] if c["id"] != "check-part4"]
+    (tmp_path / NOTEBOOK).write_text(json.dumps(source))
+    with pytest.raises(NotebookError, match="check cells"):
+        build_notebook("handout", tmp_path / NOTEBOOK)
+
+
+def test_the_course_folder_must_be_new(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    assert cli.main(["nbgrader", "--course", str(tmp_path)]) == 2
+    assert "not empty" in capsys.readouterr().err
