@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from autograder.notebook import NAME, write_notebook
+from autograder.nbgrader.notebook import NAME, write_notebook
 from autograder.protocol import MODULES, PACKAGE
 from autograder.release import REPO, find_leaks, stub_files
 

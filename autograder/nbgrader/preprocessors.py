@@ -27,7 +27,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from nbgrader.utils import is_grade
 from traitlets import Float, Unicode
 
-from autograder.notebook import check_cell_part
+from autograder.nbgrader.notebook import check_cell_part
 from autograder.points import PARTS
 
 #: The key under which the grades travel in nbconvert's resources from one step to the next.

@@ -28,7 +28,7 @@ except ImportError as exc:  # the README's test command installs the extra
 from autograder import cli, grade
 from autograder.nbgrader import preprocessors
 from autograder.nbgrader.course import STUDENT_FILES
-from autograder.notebook import (
+from autograder.nbgrader.notebook import (
     NotebookError,
     build_notebook,
     check_cell_part,

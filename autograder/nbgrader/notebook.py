@@ -16,7 +16,7 @@ from pathlib import Path
 
 from autograder.points import PARTS
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "notebooks" / "transformer_hw.ipynb"
 NAME = SOURCE.name
 KINDS = ("handout", "nbgrader")
