@@ -103,6 +103,8 @@ def check_outputs(part: int, max_points: float, grades) -> list:
         return [
             _error("the modules were not graded: GradeModules must run before Execute")
         ]
+    if part not in PARTS:
+        return [_error(f"there is no part {part}: rebuild the course")]
     if max_points != PARTS[part].points:
         return [
             _error(

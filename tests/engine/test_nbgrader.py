@@ -279,6 +279,8 @@ def test_nbgrader_reads_our_outputs_as_partial_credit_and_failures_as_zero():
         assert determine_grade(cell)[0] == 0
     cell.outputs = preprocessors.check_outputs(1, points + 1, earned)  # a stale course
     assert determine_grade(cell)[0] == 0
+    cell.outputs = preprocessors.check_outputs(max(PARTS) + 1, points, earned)
+    assert determine_grade(cell)[0] == 0
 
 
 def test_a_grader_that_fails_scores_zero_in_every_part(monkeypatch, tmp_path):
