@@ -41,7 +41,14 @@ class PartGrade:
 
 
 class GradingFailed(Exception):
-    """No grade could be decided for this submission; every check cell scores 0 and says why."""
+    """No grade could be decided for this submission; every check cell scores 0 and says why.
+
+    The message is for the student; ``detail``, the whole story, for the course staff's log.
+    """
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail or message
 
 
 def grade_parts(name: str, root: Path, settings) -> dict[int, PartGrade]:
@@ -53,10 +60,9 @@ def grade_parts(name: str, root: Path, settings) -> dict[int, PartGrade]:
     """
     from autograder import grade, report  # torch and the suite: only when grading
 
-    try:
-        graded = grade.grade_one(name, root, settings)
-    except grade.GradingError as exc:
-        raise GradingFailed(f"the grader failed: {exc}") from None
+    graded = grade.grade_one(name, root, settings)
+    if graded.failed:
+        raise GradingFailed("; ".join(graded.problems), graded.detail)
     held = dict.fromkeys(PARTS, 0)
     for t in graded.tests:
         held[t.part] += t.points
@@ -158,10 +164,10 @@ class GradeModules(NbGraderPreprocessor):
             resources[GRADES] = grade_parts(student, root, settings)
             self.log.info("%s graded in %.1f s", student, time.monotonic() - start)
         except Exception as exc:  # noqa: BLE001 - whatever failed scores 0, with the reason
-            self.log.error("%s: no grade: %s", student, exc)
             failure = (
                 exc if isinstance(exc, GradingFailed) else GradingFailed(repr(exc))
             )
+            self.log.error("%s: no grade, 0 points: %s", student, failure.detail)
             resources[GRADES] = failure
         return nb, resources
 

@@ -149,29 +149,35 @@ def text_of(cell) -> str:
 
 def code_windows(text: str, width: int = 3) -> set[tuple[str, ...]]:
     lines = [ln.strip() for ln in text.splitlines()]
-    lines = [ln for ln in lines if ln and not ln.startswith("#")]
+    lines = [ln for ln in lines if ln and not ln.startswith(("#", "import ", "from "))]
     return {tuple(lines[i : i + width]) for i in range(len(lines) - width + 1)}
+
+
+def copied_from_the_suite_or_zoo(folder: Path) -> list[str]:
+    """Files under ``folder`` that share three code lines with the graded suite (its oracles
+    and hidden tests too) or the bug zoo."""
+    secrets = set()
+    graded, zoo = REPO / "tests" / "graded", REPO / "autograder" / "zoo"
+    for path in [*graded.glob("*.py"), *zoo.glob("*.py")]:
+        secrets |= code_windows(path.read_text(encoding="utf-8"))
+    return [
+        p.relative_to(folder).as_posix()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and code_windows(p.read_text(encoding="utf-8")) & secrets
+    ]
 
 
 def test_course_and_release_hold_only_the_stubs_notebook_and_data(course):
     expected = {NOTEBOOK, "data/names.txt", f"{ASSIGNMENT}/__init__.py", *STUDENT_FILES}
-    secrets = (
-        set()
-    )  # every run of three code lines of the tests, their oracles and the zoo
-    for path in [
-        *(REPO / "tests").rglob("*.py"),
-        *(REPO / "autograder" / "zoo").rglob("*.py"),
-    ]:
-        secrets |= code_windows(path.read_text(encoding="utf-8"))
     for folder in (course / "source" / ASSIGNMENT, course / "release" / ASSIGNMENT):
         files = {
             p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
         }
         assert files == expected, folder
-        assert find_leaks(folder) == [], folder  # runs of reference lines, hidden tests
-        for name in files:
-            text = (folder / name).read_text(encoding="utf-8")
-            assert not code_windows(text) & secrets, f"{folder.name}/{name}"
+        assert find_leaks(folder) == [], (
+            folder
+        )  # reference lines, oracles, hidden tests
+        assert copied_from_the_suite_or_zoo(folder) == [], folder
     config = (course / "nbgrader_config.py").read_text()
     assert (
         "autograde_preprocessors()" in config
@@ -180,9 +186,9 @@ def test_course_and_release_hold_only_the_stubs_notebook_and_data(course):
 
 
 def test_leak_assertions_can_fail(tmp_path):
-    (tmp_path / "copied.py").write_text((REPO / "tests" / "conftest.py").read_text())
-    planted = code_windows((tmp_path / "copied.py").read_text())
-    assert planted & code_windows((REPO / "tests" / "conftest.py").read_text())
+    shutil.copy(REPO / "autograder" / "zoo" / "mutants.py", tmp_path / "a.py")
+    shutil.copy(REPO / "tests" / "graded" / "oracles.py", tmp_path / "b.py")
+    assert copied_from_the_suite_or_zoo(tmp_path) == ["a.py", "b.py"]
     shutil.copy(SOLUTIONS / "attention.py", tmp_path / "attention.py")
     assert find_leaks(tmp_path)
 
@@ -194,9 +200,8 @@ def test_autograde_gives_each_part_its_grade(autograded):
     scores, alone = autograded["scores"], autograded["mutant_alone"]
     assert scores["ref"] == per_part({k: p.points for k, p in PARTS.items()})
     assert scores["stubs"] == per_part(dict.fromkeys(PARTS, 0))
-    assert (
-        0 < sum(alone.values()) < TOTAL_POINTS
-    )  # the mutant loses some points, not all
+    # the mutant loses some points, not all
+    assert 0 < sum(alone.values()) < TOTAL_POINTS
     assert scores["mutant"] == per_part(alone)
 
 
@@ -298,7 +303,9 @@ def test_a_grader_that_fails_scores_zero_in_every_part(monkeypatch, tmp_path):
     assert all("the grader fell over" in c.outputs[0].evalue for c in graded)
 
 
-def test_a_grade_from_the_public_tests_alone_is_refused(monkeypatch, tmp_path):
+def test_a_grade_from_the_public_tests_alone_or_a_failed_one_is_refused(
+    monkeypatch, tmp_path
+):
     public = [
         grade.TestResult(f"t{k}", f"test_{k}", k, p.points, False, True, "")
         for k, p in PARTS.items()
@@ -309,6 +316,10 @@ def test_a_grade_from_the_public_tests_alone_is_refused(monkeypatch, tmp_path):
     hidden = [grade.TestResult("h", "test_h", 1, 1, True, True, ""), *public[1:]]
     monkeypatch.setattr(grade, "grade_one", lambda name, *a: grade.Graded(name, hidden))
     with pytest.raises(preprocessors.GradingFailed, match="part 1: 1 of 18"):
+        preprocessors.grade_parts("s", tmp_path, grade.Settings())
+    failed = grade.Graded("s", [], ["the autograder failed"], failed=True, detail="why")
+    monkeypatch.setattr(grade, "grade_one", lambda *a: failed)
+    with pytest.raises(preprocessors.GradingFailed, match="the autograder failed"):
         preprocessors.grade_parts("s", tmp_path, grade.Settings())
 
 
