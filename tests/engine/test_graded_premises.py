@@ -12,8 +12,9 @@ import math
 import pytest
 import torch
 
+from tests.graded import oracles
+from tests.graded import part7_setup as part7
 from tests.graded import test_part1_attention as part1
-from tests.graded import test_part7_charlm as part7
 
 
 def test_large_logits_case_reaches_logits_near_1000():
@@ -44,7 +45,7 @@ def test_greedy_decoding_of_the_graded_models_has_no_near_ties(
     ids = list(prompt)
     for step in range(n_new):
         idx = torch.tensor([ids])
-        logits = part7.oracle_logits(state, idx, part7.H)[0, -1]
+        logits = oracles.oracle_logits(state, idx, part7.H)[0, -1]
         logits[part7.PAD] = -math.inf
         top2 = logits.topk(2).values
         assert top2[0] - top2[1] > 1e-6, f"near-tie at step {step} after {ids}"

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from tests.graded.mistakes import (
     AFTER,
@@ -200,31 +199,43 @@ def width_no_transpose(x: torch.Tensor) -> torch.Tensor:
 
 
 def torch_mha(x, sd, n_heads, context=None, mask=None):
-    """torch.nn.MultiheadAttention's output (float64, CPU) with the weights ``sd``."""
+    """torch.nn.MultiheadAttention's output (float64) with the weights ``sd``.
+
+    It calls what the module runs, ``F.multi_head_attention_forward``, on the weights
+    themselves rather than on a module that holds copies, so the output is differentiable in
+    them: ``oracle_training`` trains the language model built on it.
+    """
     d_model = sd["q_proj.weight"].shape[0]
+    in_proj = [sd[f"{p}.weight"].double() for p in PROJ[:3]]
     bias = "q_proj.bias" in sd
-    ref = nn.MultiheadAttention(
-        d_model, n_heads, bias=bias, batch_first=True, dtype=F64, device=x.device
+    in_bias = torch.cat([sd[f"{p}.bias"].double() for p in PROJ[:3]]) if bias else None
+    out_bias = sd["out_proj.bias"].double() if bias else None
+    # Sequence first, as the module hands it over; self-attention is one tensor three times.
+    query = x.double().transpose(0, 1)  # (Tq, B, D)
+    source = query if context is None else context.double().transpose(0, 1)
+    b, t_q, t_k = x.shape[0], x.shape[1], source.shape[0]
+    attn_mask = None
+    if mask is not None:  # (B*h, Tq, Tk), as nn.MultiheadAttention wants it
+        attn_mask = mask.expand(b, n_heads, t_q, t_k).reshape(b * n_heads, t_q, t_k)
+    out, _ = F.multi_head_attention_forward(
+        query,
+        source,
+        source,
+        d_model,
+        n_heads,
+        torch.cat(in_proj),
+        in_bias,
+        None,
+        None,
+        False,
+        0.0,
+        sd["out_proj.weight"].double(),
+        out_bias,
+        training=False,
+        need_weights=False,
+        attn_mask=attn_mask,
     )
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.cat([sd[f"{p}.weight"] for p in PROJ[:3]]))
-        ref.out_proj.weight.copy_(sd["out_proj.weight"])
-        if bias:
-            ref.in_proj_bias.copy_(torch.cat([sd[f"{p}.bias"] for p in PROJ[:3]]))
-            ref.out_proj.bias.copy_(sd["out_proj.bias"])
-        source = x if context is None else context
-        b, t_q, t_k = x.shape[0], x.shape[1], source.shape[1]
-        attn_mask = None
-        if mask is not None:  # nn.MultiheadAttention wants (B*h, Tq, Tk)
-            attn_mask = mask.expand(b, n_heads, t_q, t_k).reshape(b * n_heads, t_q, t_k)
-        out, _ = ref(
-            x.double(),
-            source.double(),
-            source.double(),
-            attn_mask=attn_mask,
-            need_weights=False,
-        )
-    return out
+    return out.transpose(0, 1)  # (B, Tq, D)
 
 
 def mha_formula(
@@ -444,8 +455,8 @@ def causal_square(t, device):
 
 
 # part6 gqa ------------------------------------------------------------
-def project(x, sd, n_heads, n_kv, positions):
-    """Rotated q (B, h, T, d_h), rotated k and plain v (B, h_kv, T, d_h)."""
+def project(x, sd, n_heads, n_kv, positions, base=10000.0):
+    """Rotated q (B, h, T, d_h), rotated k and plain v (B, h_kv, T, d_h); RoPE of ``base``."""
     batch, t, _ = x.shape
     d_h = sd["q_proj.weight"].shape[0] // n_heads
 
@@ -454,14 +465,16 @@ def project(x, sd, n_heads, n_kv, positions):
 
     q, k = heads("q_proj.weight", n_heads), heads("k_proj.weight", n_kv)
     return (
-        rope_oracle(q, positions),
-        rope_oracle(k, positions),
+        rope_oracle(q, positions, base),
+        rope_oracle(k, positions, base),
         heads("v_proj.weight", n_kv),
     )
 
 
-def gqa_oracle(x, sd, n_heads=4, n_kv=2, positions=None, tile=False, use_rope=True):
-    """Causal GQA in float64; ``positions`` (T,) for RoPE, default arange(T).
+def gqa_oracle(
+    x, sd, n_heads=4, n_kv=2, positions=None, tile=False, use_rope=True, base=10000.0
+):
+    """Causal GQA in float64; ``positions`` (T,) for RoPE of ``base``, default arange(T).
 
     ``tile=True`` gives the tiled-kv-heads mistake, ``use_rope=False`` no rotation at all.
     """
@@ -471,7 +484,7 @@ def gqa_oracle(x, sd, n_heads=4, n_kv=2, positions=None, tile=False, use_rope=Tr
         positions = torch.arange(t, device=x.device)
     if not use_rope:
         positions = torch.zeros_like(positions)
-    q, k, v = project(x, sd, n_heads, n_kv, positions)
+    q, k, v = project(x, sd, n_heads, n_kv, positions, base)
     if tile:  # [k0, k1, k0, k1] instead of [k0, k0, k1, k1]
         reps = (1, n_heads // n_kv, 1, 1)
         out = F.scaled_dot_product_attention(
@@ -548,8 +561,6 @@ def oracle_greedy(state, prompt, n_new, n_heads, feed="correct"):
         idx = torch.tensor([tokens], device=prompt.device)
         logits = oracle_logits(state, idx, n_heads, positions=torch.tensor(pos))[0, -1]
         logits[PAD] = -math.inf
-        top2 = logits.topk(2).values
-        assert feed != "correct" or top2[0] - top2[1] > 1e-6, "test design: near-tie"
         ids.append(int(logits.argmax()))
     return torch.tensor(ids, device=prompt.device)
 
@@ -646,3 +657,44 @@ def ce(logits, targets, reduction):
         ignore_index=IGNORE,
         reduction=reduction,
     )
+
+
+def oracle_training(
+    state, train_batches, dev_batches, epochs, lr, n_heads, optimizer="Adam"
+):
+    """SPEC.md's train in float64 on the oracle model, with torch.optim's optimizer.
+
+    Returns the history (its losses 0-d float64 tensors, and ``train_after``, the training
+    batches' loss after the epoch's updates), the final weights, and for each parameter
+    whether its gradient was ever tiny (|g| <= 1e-6, where Adam's g / (|g| + 1e-8) amplifies
+    rounding).
+    """
+    params = {k: v.detach().double().clone().requires_grad_() for k, v in state.items()}
+    opt = getattr(torch.optim, optimizer)(params.values(), lr=lr)
+    tiny = {k: torch.zeros_like(v, dtype=torch.bool) for k, v in params.items()}
+
+    def mean_loss(batches):
+        total = sum(
+            ce(oracle_logits(params, i, n_heads), t, "sum").item() for i, t in batches
+        )
+        return scalar(total / sum(int((t != IGNORE).sum()) for _, t in batches))
+
+    history = []
+    for epoch in range(1, epochs + 1):
+        total, count = 0.0, 0
+        for inputs, targets in train_batches:
+            loss = ce(oracle_logits(params, inputs, n_heads), targets, "mean")
+            opt.zero_grad()
+            loss.backward()
+            for k, v in params.items():
+                tiny[k] |= v.grad.abs() <= 1e-6
+            opt.step()
+            real = int((targets != IGNORE).sum())
+            total, count = total + loss.item() * real, count + real
+        with torch.no_grad():
+            after = {
+                "train_after": mean_loss(train_batches),
+                "dev_loss": mean_loss(dev_batches),
+            }
+        history.append({"epoch": epoch, "train_loss": scalar(total / count), **after})
+    return history, {k: v.detach() for k, v in params.items()}, tiny

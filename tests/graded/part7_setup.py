@@ -108,12 +108,18 @@ def new_lm(
     m = hw.new("charlm.CharLM", vocab, n_layers=n_layers, max_len=max_len, **sizes)
     m.call("to", device=hw.device, dtype=dtype)
     shapes = lm_shapes(vocab, sizes["d_model"], n_layers, sizes["d_ff"], max_len)
-    state = random_state(shapes, seed=seed, dtype=dtype, device=hw.device)
-    for name in state:
-        if name.endswith(("ln1.weight", "ln2.weight", "ln_f.weight")):
-            state[name] = state[name] + 1  # norm gains near 1, as after training
+    state = lm_state(shapes, seed, dtype, hw.device)
     m.load_state(state)
     return m, state
+
+
+def lm_state(shapes, seed, dtype=torch.float64, device="cpu"):
+    """Seeded weights of these shapes, norm gains near 1 (as after training)."""
+    state = random_state(shapes, seed=seed, dtype=dtype, device=device)
+    for name in state:
+        if name.endswith(("ln1.weight", "ln2.weight", "ln_f.weight")):
+            state[name] = state[name] + 1
+    return state
 
 
 def pair(rows: list[list[int]], t: int):

@@ -139,7 +139,7 @@ def test_padding_mask_from_list(hw):
         padded(lengths, t, device=hw.device)[:, None, None, :]
         | future(t, t, device=hw.device),
         what + " (lengths not contiguous)",
-        likely=attention_suspects(lengths, t, True, hw.device),
+        likely=attention_mask_suspects(lengths, t, True, hw.device),
     )
 
 

@@ -346,7 +346,7 @@ def test_MultiHeadAttention_cache_without_mask(hw):
     x = randn(2, 5, 8, seed=171)  # (B, T, D)
     cache = new_cache(hw, 2, 2, 6, 4)
     dev = hw.device
-    m(x[:, :2].to(dev), mask=causal(2, 2).to(dev), cache=cache)
+    m(x[:, :2].to(dev), mask=future(2, 2).to(dev), cache=cache)
     what = "MultiHeadAttention with a cache and mask=None"
     chunk = checked(what, m.checked_call, "__call__", x[:, 2:].to(dev), cache=cache)
     assert_close(
@@ -356,7 +356,7 @@ def test_MultiHeadAttention_cache_without_mask(hw):
         likely={
             "mask=None with a cache treated as a causal mask; None means no masking "
             "(the caller passes causal_mask(t, t0 + t) for a chunk)": (
-                torch_mha(x, sd, 2, mask=causal(5, 5))[:, 2:]
+                torch_mha(x, sd, 2, mask=future(5, 5))[:, 2:]
             )
         },
     )

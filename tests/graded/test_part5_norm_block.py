@@ -322,7 +322,7 @@ def test_blocks_without_mask_attend_everywhere(hw):
     sd = block_state(70, hw.device)
     x = randn(2, 4, D, seed=71, device=hw.device)  # (B, T, D)
     everything = torch.zeros(4, 4, dtype=torch.bool, device=hw.device)
-    causal_mask = causal(4, hw.device)
+    causal_mask = future(4, 4, device=hw.device)
     for name, form, oracle in (
         ("PreNormBlock", "pre", pre_norm),
         ("PostNormBlock", "post", post_norm),
@@ -343,7 +343,7 @@ def test_blocks_without_mask_attend_everywhere(hw):
     ones = torch.ones(D, dtype=F64, device=hw.device)
     for name, want in (
         ("LayerNorm", layer_norm(x, {"ln.weight": ones, "ln.bias": 0 * ones}, "ln")),
-        ("RMSNorm", F.rms_norm(x, (D,), ones, eps=1e-6)),
+        ("RMSNorm", rms_norm(x, ones, 1e-6)),
     ):
         norm = new_module(hw, f"norm.{name}", D)
         what = f"{name}({D})(x)"

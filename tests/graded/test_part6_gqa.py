@@ -455,7 +455,8 @@ def test_gqa_rope_base(hw):
     gqa.call("to", device=hw.device, dtype=F64)
     gqa.load_state(sd)
     x = randn(B, T, D, seed=109, device=hw.device)  # (B, T, D)
-    want = rope_base_oracle(x, sd, 100.0)
+    positions = torch.arange(T, device=hw.device)
+    want = gqa_oracle(x, sd, positions=positions, base=100.0)
     likely = {
         "rope_base ignored: RoPE used the default base 10000": lambda: gqa_oracle(x, sd)
     }
@@ -474,24 +475,9 @@ def test_gqa_rope_base(hw):
         what + " fed in chunks of 3, 2 through the same cache after reset()",
         likely={
             "positions continue from before reset(): RoPE positions must come from "
-            "cache.length": lambda: rope_base_oracle(x, sd, 100.0, start=T),
+            "cache.length": lambda: gqa_oracle(
+                x, sd, positions=positions + T, base=100.0
+            ),
             **likely,
         },
     )
-
-
-def rope_base_oracle(x, sd, base, start=0):
-    """Causal GQA in float64 with RoPE of another base at positions start + arange(T)."""
-    batch, t, _ = x.shape
-    d_h = D // H
-    positions = torch.arange(start, start + t, device=x.device)
-
-    def heads(name, n):
-        return F.linear(x, sd[name]).view(batch, t, n, d_h).transpose(1, 2)
-
-    q = rope(heads("q_proj.weight", H), positions, base)
-    k = rope(heads("k_proj.weight", H_KV), positions, base)
-    out = F.scaled_dot_product_attention(
-        q, k, heads("v_proj.weight", H_KV), is_causal=True, enable_gqa=True
-    )
-    return F.linear(out.transpose(1, 2).reshape(batch, t, -1), sd["out_proj.weight"])

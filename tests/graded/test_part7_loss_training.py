@@ -10,10 +10,12 @@ from tests.graded.answers import (
     corpus_mean,
     encode,
     eval_suspects,
+    oracle_training,
     train_suspects,
 )
 from tests.graded.compare import LIKELY, assert_close
 from tests.graded.expect import raises_value_error
+from tests.graded.inputs import checked
 from tests.graded.mistakes import PAD_AS_CLASS, PAD_COUNTED
 from tests.graded.part7_setup import (
     CHARS,
@@ -23,6 +25,7 @@ from tests.graded.part7_setup import (
     NAMES,
     PAD,
     TRAIN,
+    H,
     as_float,
     attempt,
     batch_losses,
@@ -69,9 +72,15 @@ def test_lm_loss_matches_cross_entropy(hw):
 @pytest.mark.hidden
 @pytest.mark.points(1)
 def test_lm_loss_no_real_target(hw):
-    """Targets that are all IGNORE_INDEX have no loss: ValueError."""
+    """Targets that are all IGNORE_INDEX have no loss: ValueError. Slices (not contiguous)
+    are accepted and left unchanged."""
     logits, targets = loss_case(torch.float64, hw.device)
     hw.call(LM_LOSS, logits, targets)
+    # SPEC.md: a slice such as logits[:, :-1] is accepted, and inputs stay unchanged.
+    for reduction in ("mean", "sum"):
+        what = f"lm_loss(logits, targets, reduction={reduction!r})"
+        got = checked(what, hw.checked_call, LM_LOSS, logits, targets, reduction)
+        assert_close(got, ce(logits, targets, reduction), what + " on slices")
     raises_value_error(
         "lm_loss with every target IGNORE_INDEX",
         ("target",),
@@ -224,3 +233,87 @@ def test_train_history_losses(hw):
     )
     again = as_float(hw.call(EVALUATE, m, [b3]), "evaluate(model, dev_batches)")
     assert_close(again, corpus_mean(dev), "evaluate(model, dev_batches) after train")
+
+
+AFTER_STEPS = (
+    "train_loss measured after the epoch's updates (evaluate on the training batches) "
+    "instead of the losses computed during the steps"
+)
+NOT_RESET = (
+    "train_loss accumulated over all epochs so far (the running totals are not reset at "
+    "each epoch)"
+)
+DEV_BEFORE = "dev_loss evaluated before the epoch's updates"
+
+
+@pytest.mark.hidden
+@pytest.mark.points(1)
+def test_train_records_its_steps_with_default_arguments(hw):
+    """Two epochs of one batch with the default lr (1e-3), against the same training in
+    float64 with torch.optim.Adam: each epoch's train_loss is the loss computed during its
+    step (before the update), dev_loss evaluates the model after the epoch, the weights
+    follow Adam; then train with every default runs one epoch."""
+    m, state = new_lm(hw, seed=755)
+    b1, _, b3 = three_batches()
+    train_batches = [tuple(t.to(hw.device) for t in b1)]
+    history = hw.call(TRAIN, m, train_batches, [b3], epochs=2)
+    assert isinstance(history, list) and len(history) == 2, (
+        "train(..., epochs=2) should return a list of 2 dicts"
+    )
+    dev = [tuple(t.to(hw.device) for t in b3)]
+    want, weights, tiny = oracle_training(state, train_batches, dev, 2, 1e-3, H)
+    after = m.state_dict()
+    names = sorted(state)
+    keep = ~torch.cat([tiny[n].flatten() for n in names])
+
+    def flat(weights_by_name):
+        return torch.cat([weights_by_name[n].double().flatten() for n in names])[keep]
+
+    def trained(lr, optimizer="Adam"):
+        return lambda: flat(
+            oracle_training(state, train_batches, dev, 2, lr, H, optimizer)[1]
+        )
+
+    assert_close(
+        flat(after),
+        flat(weights),
+        "the weights after 2 epochs of one batch (defaults: Adam, lr=1e-3)",
+        likely={
+            "SGD instead of Adam": trained(1e-3, "SGD"),
+            "the default lr is not 1e-3 (this is 3e-4)": trained(3e-4),
+            "the default lr is not 1e-3 (this is 1e-2)": trained(1e-2),
+            "no update: zero_grad / backward / step missing": flat(state),
+        },
+    )
+    for n, (record, expected) in enumerate(zip(history, want), start=1):
+        assert isinstance(record, dict) and record.get("epoch") == n, (
+            f"train's history[{n - 1}] should be a dict with epoch={n}"
+        )
+        train_likely = {AFTER_STEPS: expected["train_after"]}
+        dev_likely = {}
+        if n == 2:
+            both = (want[0]["train_loss"] + expected["train_loss"]) / 2
+            train_likely[NOT_RESET] = both
+            dev_likely[DEV_BEFORE] = want[0]["dev_loss"]
+        assert_close(
+            as_float(record.get("train_loss"), f"history[{n - 1}]['train_loss']"),
+            expected["train_loss"],
+            f"train_loss of epoch {n} (one batch: the loss computed during its step)",
+            likely=train_likely,
+        )
+        assert_close(
+            as_float(record.get("dev_loss"), f"history[{n - 1}]['dev_loss']"),
+            expected["dev_loss"],
+            f"dev_loss of epoch {n}: evaluate(model, dev_batches) after the epoch",
+            likely=dev_likely,
+        )
+    during = corpus_mean(batch_losses(hw, m, [b1]))
+    again = hw.call(TRAIN, m, train_batches, [b3])
+    assert isinstance(again, list) and len(again) == 1, (
+        "train(model, train_batches, dev_batches) should run epochs=1 by default"
+    )
+    assert_close(
+        as_float(again[0].get("train_loss"), "train's train_loss"),
+        during,
+        "train_loss of a second train call (one epoch by default)",
+    )

@@ -16,6 +16,7 @@ from tests.graded.answers import (
 )
 from tests.graded.compare import LIKELY, assert_close, assert_exact
 from tests.graded.expect import raises_value_error
+from tests.graded.inputs import checked
 from tests.graded.part7_setup import (
     AT_MAX_LEN,
     CHARS,
@@ -98,7 +99,7 @@ def check_forward(hw, dtype):
 
 
 @pytest.mark.public
-@pytest.mark.points(2)
+@pytest.mark.points(1)
 def test_charlm_forward_matches_oracle(hw):
     """Logits of a causal pre-norm model with loaded weights equal a float64 oracle."""
     check_forward(hw, torch.float64)
@@ -108,7 +109,8 @@ def test_charlm_forward_matches_oracle(hw):
 @pytest.mark.hidden
 @pytest.mark.points(1)
 def test_charlm_initial_loss_near_log_vocab(hw):
-    """A freshly initialized model is nearly uniform: loss within 0.5 of log V.
+    """A freshly initialized model is nearly uniform: loss within 0.5 of log V. Its
+    defaults n_heads=2 and make_caches(batch=1) hold.
 
     Why 0.5: with PyTorch's default init the head sees ln_f's unit-variance output
     through weights of variance 1/(3 d_model), so each logit has variance about 1/3,
@@ -125,6 +127,18 @@ def test_charlm_initial_loss_near_log_vocab(hw):
     assert abs(loss - math.log(vocab)) < 0.5, (
         f"a fresh CharLM({vocab}) has loss {loss:.3f} on 8 names; expected within "
         f"0.5 of log V = {math.log(vocab):.3f} (near-uniform predictions)"
+    )
+    # The defaults the state dict cannot show: n_heads=2, make_caches(batch=1).
+    heads = m.attr("blocks").call("__getitem__", 1).attr("attn").attr("n_heads")
+    assert heads == 2, (
+        f"CharLM's blocks have {heads} heads by default, expected 2\n{LIKELY} a default "
+        "of CharLM.__init__ differs from SPEC.md's (d_model=64, n_heads=2, n_layers=2, "
+        "d_ff=64, max_len=128)"
+    )
+    k = m.call("make_caches")[0].attr("k")
+    assert tuple(k.shape) == (1, 2, 128, 32), (
+        f"make_caches() of a default CharLM gave a cache k of shape {tuple(k.shape)}, "
+        "expected (batch=1, n_heads=2, max_len=128, d_head=32)"
     )
 
 
@@ -352,7 +366,8 @@ def chernoff_interval(p: float, n: int, beta: float) -> tuple[float, float]:
 @pytest.mark.hidden
 @pytest.mark.points(1)
 def test_generate_sampling_distribution(hw):
-    """The ids of one sampling step follow softmax(logits / temperature) without PAD.
+    """The ids of one sampling step follow softmax(logits / temperature) without PAD; the
+    default temperature is 1.0.
 
     A correct sampler of any kind (multinomial, Gumbel-max, inverse CDF) passes with
     probability > 1 - 1e-6: for a fixed wrong distribution q the likelihood ratio
@@ -417,13 +432,31 @@ def test_generate_sampling_distribution(hw):
             f"but softmax(logits / temperature) gives it {p:.3f} (a correct sampler "
             f"stays within ({max(lo, 0):.3f}, {min(hi, 1):.3f}))"
         )
+    # The default temperature is 1.0: the same draws as temperature=1.0 given explicitly
+    # (logits log p, so a temperature of 0.8 or 0.7 moves the probabilities).
+    tau_one = torch.cat([torch.tensor([40.0], dtype=torch.float64), TARGET_P.log()])
+    m.load_state({"head.bias": tau_one.to(hw.device)})
+
+    def draws(**temperature):
+        gen = hw.new("torch.Generator", device=hw.device)
+        gen.call("manual_seed", 2030)
+        return hw.call(GENERATE, m, prompt, N_DRAWS, generator=gen, **temperature)
+
+    assert_exact(
+        draws(),
+        draws(temperature=1.0),
+        "generate without temperature (the same generator seed as with temperature=1.0)",
+        likely={"the default temperature is not 1.0": lambda: draws(temperature=0.8)},
+    )
 
 
 @pytest.mark.hidden
 @pytest.mark.points(1)
 def test_generate_errors(hw):
-    """A 2-D or empty prompt, or more than max_len ids in all, is refused before any
-    work (no random numbers drawn)."""
+    """A prompt that is not a 1-D integer tensor of at least one id (2-D, 0-D, float,
+    bool, a list, empty), temperature <= 0 when sampling, or more than max_len ids in all,
+    is refused, the last before any work (no random numbers drawn). An int32 prompt and
+    greedy decoding with temperature 0 are fine."""
     m, state = new_lm(hw, seed=790, max_len=8)
     prompt = torch.tensor([4, 2], device=hw.device)
     gen = hw.new("torch.Generator", device=hw.device)
@@ -440,9 +473,56 @@ def test_generate_errors(hw):
     what = "generate with len(prompt) + max_new_tokens == max_len"
     out = attempt(what, AT_MAX_LEN, hw.call, GENERATE, m, prompt, 6, generator=gen)
     check_ids(out, prompt, 6, hw, what)
-    raises_value_error(
-        "generate with a 2-D prompt", ("prompt",), hw.call, GENERATE, m, prompt[None], 2
+    for what, bad in (
+        ("a 2-D prompt", prompt[None]),
+        ("a 0-D prompt", prompt[0]),
+        ("a float prompt", prompt.double()),
+        ("a bool prompt", prompt > 0),
+        ("a list prompt", [4, 2]),
+    ):
+        raises_value_error(
+            f"generate with {what}",
+            ("prompt",),
+            hw.call,
+            GENERATE,
+            m,
+            bad,
+            2,
+            hint="SPEC.md: a prompt that is not a 1-D tensor of an integer dtype raises "
+            "ValueError; never cast it",
+        )
+    for temperature in (0.0, -1.0):
+        raises_value_error(
+            f"generate(temperature={temperature}) when sampling",
+            ("temperature",),
+            hw.call,
+            GENERATE,
+            m,
+            prompt,
+            2,
+            temperature=temperature,
+            generator=gen,
+        )
+    what = "generate(greedy=True, temperature=0.0, use_cache=True), an int32 prompt"
+    hint = "temperature <= 0 is only an error when sampling (greedy ignores it)"
+    out = attempt(
+        what,
+        hint,
+        hw.call,
+        GENERATE,
+        m,
+        prompt.int(),
+        3,
+        temperature=0.0,
+        greedy=True,
+        use_cache=True,
     )
+    check_ids(out, prompt, 3, hw, what)
+    check_greedy(hw, m, state, out, prompt, 3, what)
+    what = "generate(greedy=True) with a prompt that is a slice (every other id)"
+    out = checked(what, hw.checked_call, GENERATE, m, prompt, 3, greedy=True)
+    check_ids(out, prompt, 3, hw, what)
+    check_greedy(hw, m, state, out, prompt, 3, what)
     raises_value_error(
         "generate with an empty prompt",
         ("prompt",),
