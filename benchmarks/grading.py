@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -190,28 +191,54 @@ def run_naive(staged: dict[str, Path], jobs: int) -> tuple[float, dict[str, floa
         )  # fmt: skip
         return name, time.perf_counter() - start
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     with ThreadPoolExecutor(jobs) as pool:
         each = dict(pool.map(one, staged))
-    return time.perf_counter() - start, each
+    return time.perf_counter() - start, _children_cpu() - cpu, each
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished, waited-for children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _tree_cpu() -> float:
+    """CPU seconds of this process, its children and what they reaped: the grading process,
+    the sandbox's template and every worker it forked and waited for (Linux ``/proc``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = time.process_time() + _children_cpu()
+    me = str(os.getpid())
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me:  # ppid; then utime, stime, cutime, cstime at 11..14
+            total += sum(int(f) for f in fields[11:15]) / tick
+    return total
 
 
 class _SuiteTimer:
-    """Seconds from the end of collection to the end of the session: the tests alone."""
+    """Wall and CPU seconds from the end of collection to the end of the session: the tests."""
 
     def pytest_collection_finish(self, session):
-        self.start = time.perf_counter()
+        self.start, self.cpu_start = time.perf_counter(), time.process_time()
 
     def pytest_sessionfinish(self, session, exitstatus):
         self.seconds = time.perf_counter() - self.start
+        self.cpu = time.process_time() - self.cpu_start
         self.status = exitstatus
 
 
-def suite_in_process(root: Path, runs: int) -> float:
-    """Median seconds of the graded suite's tests on ``root``, in this process, after a warm-up."""
+def suite_in_process(root: Path, runs: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of the graded suite's tests on ``root``, in this process,
+    after a warm-up."""
     import pytest
 
-    seconds = []
+    seconds, cpu = [], []
     for _ in range(runs + 1):
         timer = _SuiteTimer()
         argv = [str(GRADED_DIR), "-q", "--tb=no", "-p", "no:cacheprovider",
@@ -228,20 +255,25 @@ def suite_in_process(root: Path, runs: int) -> float:
                 f"the reference failed the suite in-process ({timer.status})"
             )
         seconds.append(timer.seconds)
-    return statistics.median(seconds[1:])
+        cpu.append(timer.cpu)
+    return statistics.median(seconds[1:]), statistics.median(cpu[1:])
 
 
-def ours_one_job(root: Path, runs: int, tmp: Path) -> float:
-    """Median seconds per submission of ``grade_many(jobs=1)`` in this warm process."""
+def ours_one_job(root: Path, runs: int, tmp: Path) -> tuple[float, float]:
+    """Median wall and CPU seconds per submission of ``grade_many(jobs=1)`` in this warm
+    process (CPU: the grading side, the sandbox's template and its worker)."""
     settings = grade.Settings(hidden_paths=(str(tmp),))
     batch = [(f"reference-{i}", root) for i in range(runs + 1)]
-    seconds, start = [], time.perf_counter()
+    seconds, cpu = [], []
+    start, cpu_start = time.perf_counter(), _tree_cpu()
     for name, graded in grade.grade_many(batch, settings, jobs=1):
         if isinstance(graded, grade.GradingError):
             raise graded
-        seconds.append(time.perf_counter() - start)
-        start = time.perf_counter()
-    return statistics.median(seconds[1:])
+        time.sleep(0.2)  # the template reaps the worker
+        seconds.append(time.perf_counter() - start - 0.2)
+        cpu.append(_tree_cpu() - cpu_start)
+        start, cpu_start = time.perf_counter(), _tree_cpu()
+    return statistics.median(seconds[1:]), statistics.median(cpu[1:])
 
 
 def _medians_by_kind(runs: list[dict[str, float]], kinds: dict[str, str]) -> dict:
@@ -271,13 +303,14 @@ def main() -> int:
         kinds = build_batch(args.submissions, tmp / "batch")
         found = intake.find([tmp / "batch"])
         staged = {n: intake.stage(n, s, tmp / "staged" / n).root for n, s in found}
-        ours, naive, ours_each, naive_each = [], [], [], []
+        ours, naive, naive_cpu, ours_each, naive_each = [], [], [], [], []
         for run in range(args.runs):
             wall, each = run_ours(tmp / "batch", tmp / "grades", args.jobs)
             ours.append(wall)
             ours_each.append(each)
-            wall, each = run_naive(staged, args.jobs)
+            wall, cpu, each = run_naive(staged, args.jobs)
             naive.append(wall)
+            naive_cpu.append(cpu)
             naive_each.append(each)
             print(
                 f"run {run + 1}: ours {ours[-1]:.1f} s, naive {naive[-1]:.1f} s, "
@@ -285,8 +318,8 @@ def main() -> int:
                 file=sys.stderr,
             )
         reference = staged[next(n for n in kinds if n.endswith("-reference"))]
-        suite = suite_in_process(reference, args.runs)
-        one_job = ours_one_job(reference, args.runs, tmp)
+        suite, suite_cpu = suite_in_process(reference, args.runs)
+        one_job, one_job_cpu = ours_one_job(reference, args.runs, tmp)
     n = args.submissions
     per_submission = statistics.median(ours) / n
     naive_per_submission = statistics.median(naive) / n
@@ -307,7 +340,12 @@ def main() -> int:
         "sandbox_overhead": round(one_job / suite, 2),
         "projected_minutes_for_300": round(per_submission * 300 / 60, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
+        # Load-independent figures: CPU seconds, which a busy machine stretches far less.
         "one_job_seconds_per_submission": round(one_job, 2),
+        "one_job_cpu_seconds_per_submission": round(one_job_cpu, 2),
+        "suite_cpu_seconds_in_process": round(suite_cpu, 2),
+        "sandbox_overhead_cpu": round(one_job_cpu / suite_cpu, 2),
+        "naive_cpu_seconds_per_submission": round(statistics.median(naive_cpu) / n, 2),
         "per_kind": per_kind,
         "cpus": os.cpu_count(),
     }
