@@ -1,9 +1,9 @@
 """How fast ``autograder grade`` grades a class, against the naive loop and the bare suite.
 
 The batch is weighted like a class: at least half correct solutions (the reference and the
-alternative-style example, as folders, zips and bare module files), the rest bug-zoo mutants,
-the buggy examples and broken uploads (an archive that escapes its folder, a syntax error, a
-missing module, non-UTF-8 text), repeated up to ``--submissions``. Three figures, each the
+alternative-style example, as folders, zips and bare module files), the rest bug-zoo mutants
+and broken uploads (an archive that escapes its folder, a syntax error, a missing module,
+non-UTF-8 text), repeated up to ``--submissions``. Three figures, each the
 median of ``--runs`` runs:
 
 - ``autograder grade BATCH --jobs J`` (sandboxed, the suite run in J grading processes);
@@ -106,18 +106,8 @@ def _correct_styles(alternative: Path) -> list:
 
 
 def _mutant_kinds() -> list:
-    kinds = [
-        (f"zoo-{m.name}", lambda t, m=m: apply(m, SOLUTIONS, t)) for m in CATALOGUE
-    ]
-    for example in sorted(EXAMPLES.iterdir()):
-        if example.is_dir() and not example.name.startswith("alice"):
-            kinds.append(
-                (
-                    f"example-{example.name}",
-                    lambda t, e=example: shutil.copytree(e, t) and t,
-                )
-            )
-    return kinds
+    """Every mutant of the bug zoo (the single-bug examples of the main job are among them)."""
+    return [(f"zoo-{m.name}", lambda t, m=m: apply(m, SOLUTIONS, t)) for m in CATALOGUE]
 
 
 def _broken_kinds() -> list:
@@ -204,21 +194,26 @@ def _children_cpu() -> float:
 
 
 def _tree_cpu() -> float:
-    """CPU seconds of this process, its children and what they reaped: the grading process,
-    the sandbox's template and every worker it forked and waited for (Linux ``/proc``)."""
+    """CPU seconds of this process and all its descendants, with what they reaped: the grading
+    process, the sandbox's boundary and template, and every worker the template waited for
+    (Linux ``/proc``; a live process's reaped children are counted once, by their parent)."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = time.process_time() + _children_cpu()
-    me = str(os.getpid())
+    parent, cpu = {}, {}
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[1] == me:  # ppid; then utime, stime, cutime, cstime at 11..14
-            total += sum(int(f) for f in fields[11:15]) / tick
-    return total
+        if entry.name.isdigit():
+            try:
+                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            # after the name: state, ppid, ...; utime, stime, cutime, cstime at 11..14
+            parent[int(entry.name)] = int(fields[1])
+            cpu[int(entry.name)] = sum(int(f) for f in fields[11:15]) / tick
+    total = time.process_time() + _children_cpu()
+    mine, new = {os.getpid()}, {os.getpid()}
+    while new:  # each round adds the next generation
+        new = {p for p, pp in parent.items() if pp in new}
+        mine |= new
+    return total + sum(cpu[p] for p in mine if p != os.getpid())
 
 
 class _SuiteTimer:
@@ -267,8 +262,8 @@ def ours_one_job(root: Path, runs: int, tmp: Path) -> tuple[float, float]:
     seconds, cpu = [], []
     start, cpu_start = time.perf_counter(), _tree_cpu()
     for name, graded in grade.grade_many(batch, settings, jobs=1):
-        if isinstance(graded, grade.GradingError):
-            raise graded
+        if graded.failed:
+            raise RuntimeError(f"{name} was not graded: {graded.detail}")
         time.sleep(0.2)  # the template reaps the worker
         seconds.append(time.perf_counter() - start - 0.2)
         cpu.append(_tree_cpu() - cpu_start)
