@@ -85,9 +85,21 @@ else
 fi
 
 echo "== checks"
+# What the template imports before it forks must leave CUDA alone, so a forked worker can use it.
 step template-leaves-cuda-alone 0 "$py" -c "
-import torch, torch._dynamo, torch.fx.experimental.symbolic_shapes, autograder.executor
-assert not torch.cuda.is_initialized(), 'the template initialized CUDA'"
+import os, sys, torch, torch._dynamo, torch.fx.experimental.symbolic_shapes, autograder.executor
+assert not torch.cuda.is_initialized(), 'the template initialized CUDA'
+if sys.argv[1] == 'cuda':
+    pid = os.fork()
+    if pid == 0:
+        try:
+            torch.cuda.init()
+            os._exit(0 if (torch.ones(2, device='cuda') * 2).sum().item() == 4 else 1)
+        except BaseException as exc:
+            print(exc)
+            os._exit(1)
+    assert os.waitpid(pid, 0)[1] == 0, 'a worker forked from the template cannot use CUDA'
+" "$device"
 step suite-reference 0 "$py" -m pytest tests/graded -q -p no:cacheprovider --device "$device"
 # The stubs raise NotImplementedError everywhere: every test fails (exit 1), none errors.
 step suite-stubs 1 "$py" -m pytest tests/graded -q -p no:cacheprovider --device "$device" \
