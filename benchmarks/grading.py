@@ -96,11 +96,11 @@ def _not_utf8(package: Path) -> None:
 
 
 def _correct_styles(alternative: Path) -> list:
-    reference = SOLUTIONS
+    """The reference and the alternative-style solution, as a folder, a zip and bare files."""
     return [
-        ("reference", lambda t: _as_folder(reference, t)),
+        ("reference", lambda t: _as_folder(SOLUTIONS, t)),
         ("alternative", lambda t: _as_folder(alternative, t)),
-        ("reference-zip", lambda t: _as_zip(reference, t)),
+        ("reference-zip", lambda t: _as_zip(SOLUTIONS, t)),
         ("alternative-bare", lambda t: _as_bare_files(alternative, t)),
     ]
 
