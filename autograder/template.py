@@ -52,6 +52,7 @@ _MODULE_FILE = re.compile(r"\w{1,64}\.py")
 
 def template_main(fd: int) -> None:
     """Serve spawn and kill requests until the grading process goes away."""
+    import torch._dynamo  # every torch.optim optimizer imports it: seconds per worker otherwise
     import torch.fx.experimental.symbolic_shapes  # noqa: F401 - torch.broadcast_shapes needs it
 
     import autograder.executor  # noqa: F401 - imported here once, inherited by every worker

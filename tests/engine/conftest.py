@@ -1,13 +1,15 @@
-"""One graded batch shared by the engine's end-to-end tests of ``autograder grade``."""
+"""Batches graded once per test session and shared by the engine's end-to-end tests."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from autograder import cli
+from autograder import cli, zoo
+from autograder.points import TOTAL_POINTS
 from autograder.release import SOLUTIONS
 from autograder.zoo import examples
 from autograder.zoo.mutants import CATALOGUE, apply
@@ -33,3 +35,14 @@ def graded_batch(tmp_path_factory) -> tuple[Path, Path]:
         == 0
     )
     return batch, out
+
+
+@pytest.fixture(scope="session")
+def zoo_verdicts(tmp_path_factory) -> dict[str, zoo.Verdict]:
+    """Every mutant of the bug zoo graded on the whole suite, once per test session: the
+    costliest thing the engine's tests do, shared by every test that reads the zoo's grades
+    (at most four grading processes: each holds torch twice, itself and its template)."""
+    out = tmp_path_factory.mktemp("zoo")
+    found, reference = zoo.run(out, jobs=min(os.cpu_count() or 1, 4))
+    assert reference == TOTAL_POINTS, f"the reference got {reference}/{TOTAL_POINTS}"
+    return {v.mutant.name: v for v in found}

@@ -1,0 +1,359 @@
+"""How fast ``autograder grade`` grades a class, against the naive loop and the bare suite.
+
+The batch is weighted like a class: at least half correct solutions (the reference and the
+alternative-style example, as folders, zips and bare module files), the rest bug-zoo mutants
+and broken uploads (an archive that escapes its folder, a syntax error, a missing module,
+non-UTF-8 text), repeated up to ``--submissions``. Three figures, each the
+median of ``--runs`` runs:
+
+- ``autograder grade BATCH --jobs J`` (sandboxed, the suite run in J grading processes);
+- the naive loop: one ``pytest tests/graded --submission X`` process per submission (student code
+  in-process, no sandbox), J of them at a time, so the ratio is not flattered by parallelism;
+- the graded suite on the reference in this warm process, in-process, imports and collection
+  excluded (the cost of the tests themselves), and the same reference graded by
+  ``grade_many(jobs=1)`` in this process: their quotient is ``sandbox_overhead``.
+
+    python benchmarks/grading.py [--submissions 60] [--jobs 2] [--runs 3]
+
+Prints a table per kind of submission on stderr and one JSON line on stdout. The machine's load
+average is part of the line: on a shared machine, compare figures taken under similar load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from autograder import grade, intake, report
+from autograder.protocol import PACKAGE
+from autograder.release import SOLUTIONS
+from autograder.zoo.mutants import CATALOGUE, apply
+
+EXAMPLES = REPO / "examples" / "submissions"
+GRADED_DIR = REPO / "tests" / "graded"
+
+
+# The batch ---------------------------------------------------------------------------------------
+
+
+def _as_folder(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target / PACKAGE)
+    return target
+
+
+def _as_zip(source: Path, target: Path) -> Path:
+    zip_path = target.with_suffix(".zip")
+    with zipfile.ZipFile(zip_path, "w") as z:
+        for f in sorted(source.glob("*.py")):
+            z.write(f, f"{target.name}/{PACKAGE}/{f.name}")
+    return zip_path
+
+
+def _as_bare_files(source: Path, target: Path) -> Path:
+    """The module files at the top level, as Gradescope uploads them."""
+    target.mkdir(parents=True)
+    for f in source.glob("*.py"):
+        shutil.copyfile(f, target / f.name)
+    return target
+
+
+def _broken(edit):
+    """A broken upload: the reference package with one file damaged by ``edit``."""
+
+    def make(target: Path) -> Path:
+        _as_folder(SOLUTIONS, target)
+        edit(target / PACKAGE)
+        return target
+
+    return make
+
+
+def _syntax_error(package: Path) -> None:
+    (package / "heads.py").write_text("def split_heads(x, n_heads)\n    return x\n")
+
+
+def _missing_module(package: Path) -> None:
+    (package / "charlm.py").unlink()
+
+
+def _not_utf8(package: Path) -> None:
+    path = package / "rope.py"
+    path.write_bytes(path.read_bytes() + "# r\xe9sum\xe9\n".encode("latin-1"))
+
+
+def _correct_styles(alternative: Path) -> list:
+    """The reference and the alternative-style solution, as a folder, a zip and bare files."""
+    return [
+        ("reference", lambda t: _as_folder(SOLUTIONS, t)),
+        ("alternative", lambda t: _as_folder(alternative, t)),
+        ("reference-zip", lambda t: _as_zip(SOLUTIONS, t)),
+        ("alternative-bare", lambda t: _as_bare_files(alternative, t)),
+    ]
+
+
+def _mutant_kinds() -> list:
+    """Every mutant of the bug zoo (the single-bug examples of the main job are among them)."""
+    return [(f"zoo-{m.name}", lambda t, m=m: apply(m, SOLUTIONS, t)) for m in CATALOGUE]
+
+
+def _broken_kinds() -> list:
+    escape = EXAMPLES / "frank_broken.zip"
+    return [
+        (
+            "zip-escapes",
+            lambda t: Path(shutil.copyfile(escape, t.with_suffix(".zip"))),
+        ),
+        ("syntax-error", _broken(_syntax_error)),
+        ("missing-module", _broken(_missing_module)),
+        ("not-utf8", _broken(_not_utf8)),
+    ]
+
+
+def build_batch(n: int, batch: Path) -> dict[str, str]:
+    """Write ``n`` submissions into ``batch``; their names and kinds (correct/mutant/broken)."""
+    alternative = EXAMPLES / "alice_alternative_style" / PACKAGE
+    n_correct = (n + 1) // 2
+    n_broken = max(1, n // 10)
+    counts = {
+        "correct": n_correct,
+        "broken": n_broken,
+        "mutant": n - n_correct - n_broken,
+    }
+    makers = {
+        "correct": _correct_styles(alternative),
+        "mutant": _mutant_kinds(),
+        "broken": _broken_kinds(),
+    }
+    kinds: dict[str, str] = {}
+    batch.mkdir(parents=True)
+    for kind, count in counts.items():
+        for i in range(count):
+            label, make = makers[kind][i % len(makers[kind])]
+            name = f"{kind}-{i:03d}-{label}"
+            make(batch / name)
+            kinds[name] = kind
+    return kinds
+
+
+# The three ways to grade it ------------------------------------------------------------------------
+
+
+def run_ours(batch: Path, out: Path, jobs: int) -> tuple[float, dict[str, float]]:
+    """Wall time of ``autograder grade``, and each submission's time in its grading process."""
+    shutil.rmtree(out, ignore_errors=True)
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", str(batch), "--out", str(out),
+         "--jobs", str(jobs)],
+        cwd=REPO, stdout=subprocess.DEVNULL, check=True,
+    )  # fmt: skip
+    wall = time.perf_counter() - start
+    each = {}
+    for name, _ in intake.find([batch]):
+        results = json.loads((out / name / report.RESULTS).read_text(encoding="utf-8"))
+        each[name] = results["execution_time"]
+    return wall, each
+
+
+def run_naive(staged: dict[str, Path], jobs: int) -> tuple[float, dict[str, float]]:
+    """Wall time of one in-process ``pytest`` per submission, ``jobs`` at a time."""
+
+    def one(name: str) -> tuple[str, float]:
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "pytest", str(GRADED_DIR), "-q", "-p", "no:cacheprovider",
+             "--submission", str(staged[name])],
+            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+        )  # fmt: skip
+        return name, time.perf_counter() - start
+
+    start, cpu = time.perf_counter(), _children_cpu()
+    with ThreadPoolExecutor(jobs) as pool:
+        each = dict(pool.map(one, staged))
+    return time.perf_counter() - start, _children_cpu() - cpu, each
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished, waited-for children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _tree_cpu() -> float:
+    """CPU seconds of this process and all its descendants, with what they reaped: the grading
+    process, the sandbox's boundary and template, and every worker the template waited for
+    (Linux ``/proc``; a live process's reaped children are counted once, by their parent)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent, cpu = {}, {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            # after the name: state, ppid, ...; utime, stime, cutime, cstime at 11..14
+            parent[int(entry.name)] = int(fields[1])
+            cpu[int(entry.name)] = sum(int(f) for f in fields[11:15]) / tick
+    total = time.process_time() + _children_cpu()
+    mine, new = {os.getpid()}, {os.getpid()}
+    while new:  # each round adds the next generation
+        new = {p for p, pp in parent.items() if pp in new}
+        mine |= new
+    return total + sum(cpu[p] for p in mine if p != os.getpid())
+
+
+class _SuiteTimer:
+    """Wall and CPU seconds from the end of collection to the end of the session: the tests."""
+
+    def pytest_collection_finish(self, session):
+        self.start, self.cpu_start = time.perf_counter(), time.process_time()
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        self.seconds = time.perf_counter() - self.start
+        self.cpu = time.process_time() - self.cpu_start
+        self.status = exitstatus
+
+
+def suite_in_process(root: Path, runs: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of the graded suite's tests on ``root``, in this process,
+    after a warm-up."""
+    import pytest
+
+    seconds, cpu = [], []
+    for _ in range(runs + 1):
+        timer = _SuiteTimer()
+        argv = [str(GRADED_DIR), "-q", "--tb=no", "-p", "no:cacheprovider",
+                "--rootdir", str(REPO), "--submission", str(root)]  # fmt: skip
+        with open(os.devnull, "w") as null:
+            saved = sys.stdout
+            sys.stdout = null
+            try:
+                pytest.main(argv, plugins=[timer])
+            finally:
+                sys.stdout = saved
+        if timer.status != 0:
+            raise RuntimeError(
+                f"the reference failed the suite in-process ({timer.status})"
+            )
+        seconds.append(timer.seconds)
+        cpu.append(timer.cpu)
+    return statistics.median(seconds[1:]), statistics.median(cpu[1:])
+
+
+def ours_one_job(root: Path, runs: int, tmp: Path) -> tuple[float, float]:
+    """Median wall and CPU seconds per submission of ``grade_many(jobs=1)`` in this warm
+    process (CPU: the grading side, the sandbox's template and its worker)."""
+    settings = grade.Settings(hidden_paths=(str(tmp),))
+    batch = [(f"reference-{i}", root) for i in range(runs + 1)]
+    seconds, cpu = [], []
+    start, cpu_start = time.perf_counter(), _tree_cpu()
+    for name, graded in grade.grade_many(batch, settings, jobs=1):
+        if graded.failed:
+            raise RuntimeError(f"{name} was not graded: {graded.detail}")
+        time.sleep(0.2)  # the template reaps the worker
+        seconds.append(time.perf_counter() - start - 0.2)
+        cpu.append(_tree_cpu() - cpu_start)
+        start, cpu_start = time.perf_counter(), _tree_cpu()
+    return statistics.median(seconds[1:]), statistics.median(cpu[1:])
+
+
+def _medians_by_kind(runs: list[dict[str, float]], kinds: dict[str, str]) -> dict:
+    """Per kind: the median over submissions of each submission's median over runs."""
+    each = {name: statistics.median(r[name] for r in runs) for name in kinds}
+    return {
+        kind: round(
+            statistics.median(s for n, s in each.items() if kinds[n] == kind), 2
+        )
+        for kind in sorted(set(kinds.values()))
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--submissions", type=int, default=60)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=3, help="median of this many runs")
+    args = parser.parse_args()
+    if args.submissions < 4:
+        parser.error("--submissions must be at least 4")
+    import torch
+
+    torch.set_num_threads(1)  # as in the sandbox's worker, for the in-process suite
+    with tempfile.TemporaryDirectory(prefix="grading-benchmark-") as name:
+        tmp = Path(name)
+        kinds = build_batch(args.submissions, tmp / "batch")
+        found = intake.find([tmp / "batch"])
+        staged = {n: intake.stage(n, s, tmp / "staged" / n).root for n, s in found}
+        ours, naive, naive_cpu, ours_each, naive_each = [], [], [], [], []
+        for run in range(args.runs):
+            wall, each = run_ours(tmp / "batch", tmp / "grades", args.jobs)
+            ours.append(wall)
+            ours_each.append(each)
+            wall, cpu, each = run_naive(staged, args.jobs)
+            naive.append(wall)
+            naive_cpu.append(cpu)
+            naive_each.append(each)
+            print(
+                f"run {run + 1}: ours {ours[-1]:.1f} s, naive {naive[-1]:.1f} s, "
+                f"load {os.getloadavg()[0]:.1f}",
+                file=sys.stderr,
+            )
+        reference = staged[next(n for n in kinds if n.endswith("-reference"))]
+        suite, suite_cpu = suite_in_process(reference, args.runs)
+        one_job, one_job_cpu = ours_one_job(reference, args.runs, tmp)
+    n = args.submissions
+    per_submission = statistics.median(ours) / n
+    naive_per_submission = statistics.median(naive) / n
+    per_kind = {
+        "ours_seconds_in_process": _medians_by_kind(ours_each, kinds),
+        "naive_seconds_each": _medians_by_kind(naive_each, kinds),
+        "count": {
+            k: list(kinds.values()).count(k) for k in sorted(set(kinds.values()))
+        },
+    }
+    line = {
+        "submissions": n,
+        "jobs": args.jobs,
+        "seconds_per_submission": round(per_submission, 2),
+        "naive_seconds_per_submission": round(naive_per_submission, 2),
+        "ratio": round(per_submission / naive_per_submission, 2),
+        "suite_seconds_in_process": round(suite, 2),
+        "sandbox_overhead": round(one_job / suite, 2),
+        "projected_minutes_for_300": round(per_submission * 300 / 60, 1),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        # Load-independent figures: CPU seconds, which a busy machine stretches far less.
+        "one_job_seconds_per_submission": round(one_job, 2),
+        "one_job_cpu_seconds_per_submission": round(one_job_cpu, 2),
+        "suite_cpu_seconds_in_process": round(suite_cpu, 2),
+        "sandbox_overhead_cpu": round(one_job_cpu / suite_cpu, 2),
+        "naive_cpu_seconds_per_submission": round(statistics.median(naive_cpu) / n, 2),
+        "per_kind": per_kind,
+        "cpus": os.cpu_count(),
+    }
+    for kind, count in per_kind["count"].items():
+        print(
+            f"{kind:8s} x{count:3d}: ours {per_kind['ours_seconds_in_process'][kind]:5.2f} s "
+            f"in its grading process, naive {per_kind['naive_seconds_each'][kind]:5.2f} s "
+            "per pytest",
+            file=sys.stderr,
+        )
+    print(json.dumps(line))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
