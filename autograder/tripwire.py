@@ -19,6 +19,7 @@ off, rerouted or unwrapped fails it.
 
 from __future__ import annotations
 
+import builtins
 import functools
 import importlib
 import os
@@ -76,7 +77,8 @@ def wrap_init(init, call, name, charge):
 
 def _make_watch(record_to: list):
     """The watch: its state lives in these closures, nowhere else."""
-    namespace = {"__builtins__": {}}
+    # Only the builtins (C code the originals call may import through them): nothing of ours.
+    namespace = {"__builtins__": builtins}
     exec(compile(_FACTORY, "<tripwire>", "exec"), namespace)  # noqa: S102 - our own text
     wrap_function, wrap_init = namespace["wrap_function"], namespace["wrap_init"]
     files: dict[

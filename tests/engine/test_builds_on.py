@@ -12,7 +12,7 @@ from autograder.report import feedback_md
 def result(part: int, passed: bool, uses: tuple[int, ...] = (), name: str = "t"):
     node = f"tests/graded/test_part{part}.py::{name}"
     return runner.TestResult(
-        node, name, part, 1, False, passed, "" if passed else "x", uses
+        node, name, part, 1, False, passed, "" if passed else "x", uses=uses
     )
 
 
