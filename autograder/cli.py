@@ -331,7 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     examples.add_argument("--out", required=True, help="folder to write them to")
     examples.set_defaults(func=cmd_examples)
 
-    nbgrader = commands.add_parser(
+    nbgrader = _command(
+        commands,
         "nbgrader",
         help="write an nbgrader course whose autograding grades the modules in the sandbox",
     )

@@ -143,7 +143,7 @@ def test_a_grader_that_cannot_start_still_leaves_results(source, tmp_path):
 def pinned(name: str) -> str:
     """The exact version pyproject.toml pins ``name`` to."""
     text = (REPO / "pyproject.toml").read_text()
-    return re.search(rf'"{name}==([^"]+)"', text).group(1)
+    return re.search(rf'"{name}==([^";]+)', text).group(1)
 
 
 def test_each_lock_pins_every_dependency_exactly_with_hashes():
