@@ -29,7 +29,13 @@ _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 36, 38
 _CLONE_NEWNS, _CLONE_NEWIPC = 0x00020000, 0x08000000
 _CAPABILITY_V3 = 0x20080522
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
-_MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x1000, 0x2000, 0x4000, 1 << 18
+_MS_REMOUNT, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = (
+    32,
+    0x1000,
+    0x2000,
+    0x4000,
+    1 << 18,
+)
 
 
 def worker_protections(bubblewrap: bool) -> list[str]:
@@ -59,21 +65,37 @@ def worker_protections(bubblewrap: bool) -> list[str]:
     return notes
 
 
-def private_scratch(tmp_bytes: int, shm_bytes: int) -> bool:
+def private_scratch(tmp_bytes: int, shm_bytes: int, keep: list[str]) -> bool:
     """Own mount and IPC namespaces, with fresh size-capped ``/tmp`` and ``/dev/shm``.
 
     What a worker leaves there (files, SysV or POSIX shared memory) goes when its last process
-    ends, and no other worker ever sees it. False where namespaces are not allowed.
+    ends, and no other worker ever sees it. Folders in ``keep`` that lay inside them (Python or
+    the engine installed under ``/tmp``) are bound back read-only from the covered originals.
+    False where namespaces are not allowed.
     """
     if _LIBC.unshare(_CLONE_NEWNS | _CLONE_NEWIPC) != 0:
         return False
     if _LIBC.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
         return False
-    return all(
-        _mount(b"tmpfs", path, b"tmpfs", _MS_NOSUID | _MS_NODEV,
-               f"size={size},mode=1777".encode())
-        for path, size in (("/tmp", tmp_bytes), ("/dev/shm", shm_bytes))
-    )  # fmt: skip
+    for folder, size in (("/tmp", tmp_bytes), ("/dev/shm", shm_bytes)):
+        inside = [k for k in keep if k.startswith(folder + os.sep)]
+        covered = os.open(folder, os.O_PATH)  # still reaches the originals once covered
+        try:
+            options = f"size={size},mode=1777".encode()
+            if not _mount(b"tmpfs", folder, b"tmpfs", _MS_NOSUID | _MS_NODEV, options):
+                return False
+            for path in inside:
+                os.makedirs(path, mode=0o755, exist_ok=True)
+                original = f"/proc/self/fd/{covered}/{path[len(folder) + 1 :]}"
+                flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+                if not (
+                    _mount(original.encode(), path, None, _MS_BIND | _MS_REC)
+                    and _mount(b"none", path, None, flags)
+                ):
+                    return False
+        finally:
+            os.close(covered)
+    return True
 
 
 def set_subreaper() -> None:

@@ -227,7 +227,7 @@ def _worker_main(sock: socket.socket, stacks_fd: int, config: dict) -> None:
         limits = Limits(**config["limits"])
         device = torch.device(config["device"])
         private = os.geteuid() == 0 and confine.private_scratch(
-            limits.tmp_bytes, limits.shm_bytes
+            limits.tmp_bytes, limits.shm_bytes, _needed_folders()
         )
         root = PRIVATE_ROOT if private else shared_folder(os.getpid())
         _write_files(sock, root)
@@ -258,6 +258,17 @@ def _worker_main(sock: socket.socket, stacks_fd: int, config: dict) -> None:
         os._exit(UNCONFINED)
     hangs.disarm(config["disarmed"], root / PACKAGE, limits.call_timeout)
     _serve(sock, executor, device, tripwire.found, stacks, seconds)
+
+
+def _needed_folders() -> list[str]:
+    """What the worker imports from: Python, its packages and the engine."""
+    import site
+
+    import autograder
+
+    found = {sys.prefix, sys.base_prefix, *site.getsitepackages()}
+    found.add(os.path.dirname(os.path.dirname(autograder.__file__)))
+    return sorted({os.path.realpath(p) for p in found} | found)
 
 
 def _write_files(sock: socket.socket, root: Path) -> None:
