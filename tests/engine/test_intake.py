@@ -35,6 +35,13 @@ def write_zip(path: Path, files: dict[str, bytes]) -> Path:
     return path
 
 
+def upload(tmp_path: Path, name: str, files: dict[str, bytes], as_zip: bool) -> Path:
+    """``files`` uploaded as ``name.zip`` or as the folder ``name``."""
+    if as_zip:
+        return write_zip(tmp_path / f"{name}.zip", files)
+    return write_tree(tmp_path / name, files)
+
+
 def staged_text(staged: intake.Staged, module: str) -> str:
     return (staged.root / PACKAGE / f"{module}.py").read_text()
 
@@ -46,10 +53,7 @@ def staged_text(staged: intake.Staged, module: str) -> str:
 def test_every_shape_is_found_and_staged(tmp_path, prefix, as_zip):
     files = {prefix + name: data for name, data in reference_files().items()}
     files["notes.txt"] = b"not a module"
-    if as_zip:
-        source = write_zip(tmp_path / "alice.zip", files)
-    else:
-        source = write_tree(tmp_path / "alice", files)
+    source = upload(tmp_path, "alice", files, as_zip)
     assert intake.find([source]) == [("alice", source)]
     staged = intake.stage("alice", source, tmp_path / "staged")
     assert staged.problems == []
@@ -170,10 +174,7 @@ def test_a_single_package_is_found_up_to_three_folders_down(tmp_path, prefix, as
     files = {prefix + name: data for name, data in reference_files().items()}
     files["handout/tests/graded/test_part1_attention.py"] = b"x = 1\n"
     files["handout/README.md"] = b"# not a module\n"
-    if as_zip:
-        source = write_zip(tmp_path / "alice.zip", files)
-    else:
-        source = write_tree(tmp_path / "alice", files)
+    source = upload(tmp_path, "alice", files, as_zip)
     assert intake.find([source]) == [("alice", source)]
     staged = intake.stage("alice", source, tmp_path / "staged")
     assert staged.problems == []
@@ -183,10 +184,7 @@ def test_a_single_package_is_found_up_to_three_folders_down(tmp_path, prefix, as
 @pytest.mark.parametrize("as_zip", [False, True])
 def test_a_package_four_folders_down_is_reported(tmp_path, as_zip):
     files = {f"a/b/c/d/{PACKAGE}/{n}": d for n, d in reference_files().items()}
-    if as_zip:
-        source = write_zip(tmp_path / "deep.zip", files)
-    else:
-        source = write_tree(tmp_path / "deep", files)
+    source = upload(tmp_path, "deep", files, as_zip)
     staged = intake.stage("deep", source, tmp_path / "staged")
     deep = f"the module files are 4 folders down (a/b/c/d/{PACKAGE}/); "
     assert staged.problems == [deep + f"put {PACKAGE}/ at most 3 folders down"]
