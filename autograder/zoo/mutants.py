@@ -33,6 +33,14 @@ def single(name, file, old, new, part, diagnosis) -> Mutant:
     return Mutant(name, file, ((old, new),), part, diagnosis)
 
 
+#: The reference's interleaved rotation (rope.py), which two mutants rewrite.
+ROPE_ROTATION = """    a, b = x[..., 0::2], x[..., 1::2]  # (..., T, d_head/2) each
+    rotated = torch.stack(
+        (a * cos - b * sin, a * sin + b * cos), dim=-1
+    )  # (..., T, d/2, 2)
+    return rotated.flatten(-2)  # (..., T, d_head)"""
+
+
 CATALOGUE: tuple[Mutant, ...] = (
     # Part 1 -----------------------------------------------------------------------------------
     Mutant(
@@ -215,11 +223,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     single(
         "rope-half-split",
         "rope.py",
-        """    a, b = x[..., 0::2], x[..., 1::2]  # (..., T, d_head/2) each
-    rotated = torch.stack(
-        (a * cos - b * sin, a * sin + b * cos), dim=-1
-    )  # (..., T, d/2, 2)
-    return rotated.flatten(-2)  # (..., T, d_head)""",
+        ROPE_ROTATION,
         """    half = x.shape[-1] // 2
     a, b = x[..., :half], x[..., half:]
     return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)""",
@@ -253,11 +257,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     single(
         "rope-rotates-in-place",
         "rope.py",
-        """    a, b = x[..., 0::2], x[..., 1::2]  # (..., T, d_head/2) each
-    rotated = torch.stack(
-        (a * cos - b * sin, a * sin + b * cos), dim=-1
-    )  # (..., T, d/2, 2)
-    return rotated.flatten(-2)  # (..., T, d_head)""",
+        ROPE_ROTATION,
         """    a, b = x[..., 0::2].clone(), x[..., 1::2].clone()
     x[..., 0::2] = a * cos - b * sin
     x[..., 1::2] = a * sin + b * cos
