@@ -111,9 +111,8 @@ class IsolatedSubmission(Submission):
         self._reply_bytes = 0
         self._refused: dict[str, tuple[str, str]] = {}  # label -> (error type, message)
         self._hangs: Counter[tuple[str, str]] = Counter()  # (file, function) -> hangs
-        self._hung_at: dict[
-            tuple[str, str], int
-        ] = {}  # a line inside each, to find it by
+        # A line inside each function that hung, to find it by when it is disarmed.
+        self._hung_at: dict[tuple[str, str], int] = {}
         self._violations: list[tuple[str, int, str]] = []
         self._closed = False
 

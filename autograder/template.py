@@ -67,6 +67,7 @@ def template_main(fd: int) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     workers: dict[int, int | None] = {}  # pid -> its uid (None: the template's own)
+    needed = _needed_folders()  # once: every worker keeps them in its private /tmp
     while True:
         readable, _, _ = select.select([ctl, wake_r], [], [])
         if wake_r in readable:
@@ -81,7 +82,7 @@ def template_main(fd: int) -> None:
         if not data:
             for pid, uid in workers.items():
                 _end(pid, uid)
-                _remove_shared_folder(pid, uid)
+                _remove_shared_folder(pid)
             _kill_orphans({})
             os._exit(0)
         try:
@@ -108,7 +109,7 @@ def template_main(fd: int) -> None:
             for extra in (ctl.fileno(), wake_r, wake_w):
                 os.close(extra)
             try:
-                _worker_main(socket.socket(fileno=fds[0]), fds[1], config)
+                _worker_main(socket.socket(fileno=fds[0]), fds[1], config, needed)
             finally:
                 os._exit(0)
         for extra in fds:
@@ -130,17 +131,18 @@ def _reap(ctl: socket.socket, workers: dict[int, int | None]) -> None:
             _end(pid, uid)
             _kill_orphans(workers)
             _clear_scratch(uid)
-            _remove_shared_folder(pid, uid)
+            _remove_shared_folder(pid)
             with contextlib.suppress(OSError):
                 ctl.send(json.dumps({"ended": [pid, status]}).encode())
 
 
 def shared_folder(pid: int) -> Path:
-    """A worker's folder where it has no private ``/tmp`` (no root): the template removes it."""
+    """A worker's folder where it has no private ``/tmp`` (no root, or no namespaces): the
+    template removes it."""
     return Path(tempfile.gettempdir()) / f"autograder-worker-{pid}"
 
 
-def _remove_shared_folder(pid: int, uid: int | None) -> None:
+def _remove_shared_folder(pid: int) -> None:
     """Remove a worker's folder in the shared ``/tmp``: the template's own (a worker with a uid
     of its own could not write in it), never through a link."""
     folder = shared_folder(pid)
@@ -164,9 +166,8 @@ def _end(pid: int, uid: int | None) -> None:
 def _kill_orphans(workers: dict) -> None:
     """Kill what workers left behind: as a subreaper the template inherits their orphans, even
     those that started a new session."""
-    for _ in range(
-        10
-    ):  # an orphan's own children become ours when it dies: a few rounds
+    # An orphan's own children become ours when it dies: a few rounds.
+    for _ in range(10):
         me, orphans = str(os.getpid()), []
         for entry in os.scandir("/proc"):
             if entry.name.isdigit() and int(entry.name) not in workers:
@@ -219,7 +220,9 @@ def _as_user(uid: int, action) -> None:
 # The worker ------------------------------------------------------------------------------------
 
 
-def _worker_main(sock: socket.socket, stacks_fd: int, config: dict) -> None:
+def _worker_main(
+    sock: socket.socket, stacks_fd: int, config: dict, needed: list[str]
+) -> None:
     """Take namespaces and the submission's files, confine this process, then serve requests."""
     from autograder.sandbox import Limits
 
@@ -227,7 +230,7 @@ def _worker_main(sock: socket.socket, stacks_fd: int, config: dict) -> None:
         limits = Limits(**config["limits"])
         device = torch.device(config["device"])
         private = os.geteuid() == 0 and confine.private_scratch(
-            limits.tmp_bytes, limits.shm_bytes, _needed_folders()
+            limits.tmp_bytes, limits.shm_bytes, needed
         )
         root = PRIVATE_ROOT if private else shared_folder(os.getpid())
         _write_files(sock, root)
@@ -251,9 +254,8 @@ def _worker_main(sock: socket.socket, stacks_fd: int, config: dict) -> None:
         tripwire.watch(str(root / PACKAGE))
         executor = Executor(root)
         stacks = os.fdopen(stacks_fd, "w")
-        seconds = (
-            0.8 * limits.call_timeout
-        )  # the grading side waits a while past its limit
+        # The dump comes before the limit; the grading side waits a while past it.
+        seconds = 0.8 * limits.call_timeout
     except BaseException:  # noqa: BLE001 - never run student code half-confined
         os._exit(UNCONFINED)
     hangs.disarm(config["disarmed"], root / PACKAGE, limits.call_timeout)
