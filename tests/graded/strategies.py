@@ -21,6 +21,11 @@ def sizes(low: int = 1, high: int = 4) -> st.SearchStrategy[int]:
     return st.integers(min_value=low, max_value=high)
 
 
+def distinct_positions(high: int, min_size: int = 1) -> st.SearchStrategy[list[int]]:
+    """Up to four distinct token positions in ``[0, high]``, unsorted and with gaps."""
+    return st.lists(st.integers(0, high), min_size=min_size, max_size=4, unique=True)
+
+
 def examples(n: int) -> settings:
     """A property test's fixed budget of examples."""
     return settings(max_examples=n)

@@ -29,19 +29,27 @@ PADDING = "masks.padding_mask"
 ATTENTION = "masks.attention_mask"
 
 
-# Oracles -----------------------------------------------------------------------------------
 # causal_mask -------------------------------------------------------------------------------
+def assert_causal(hw, *args, **device):
+    """``causal_mask(*args, **device)`` is exactly the future: True where key j > t_k - t_q + i
+    (t_k defaults to t_q), with the known mistakes named."""
+    t_q = args[0]
+    t_k = args[1] if len(args) > 1 and args[1] is not None else t_q
+    shown = ", ".join([*map(str, args), *(f"{k}={v}" for k, v in device.items())])
+    assert_exact(
+        hw.call(CAUSAL, *args, **device),
+        future(t_q, t_k, **device),
+        f"causal_mask({shown})",
+        likely=causal_suspects(t_q, t_k, **device),
+    )
+
+
 @pytest.mark.points(1)
 @pytest.mark.public
 def test_causal_mask_square(hw):
     """``causal_mask(t)``: True strictly above the diagonal (the future), bool (t, t)."""
     for t in (1, 4):
-        assert_exact(
-            hw.call(CAUSAL, t),
-            future(t, t),
-            f"causal_mask({t})",
-            likely=causal_suspects(t, t),
-        )
+        assert_causal(hw, t)
 
 
 @pytest.mark.points(1)
@@ -49,12 +57,7 @@ def test_causal_mask_square(hw):
 def test_causal_mask_offset(hw):
     """With t_k > t_q the queries are the last t_q positions, as in cached decoding."""
     for t_q, t_k in ((3, 7), (1, 5)):
-        assert_exact(
-            hw.call(CAUSAL, t_q, t_k),
-            future(t_q, t_k),
-            f"causal_mask({t_q}, {t_k})",
-            likely=causal_suspects(t_q, t_k),
-        )
+        assert_causal(hw, t_q, t_k)
 
 
 @pytest.mark.points(1)
@@ -63,13 +66,7 @@ def test_causal_mask_offset(hw):
 @given(t_q=sizes(1, 6), extra=sizes(0, 4))
 def test_causal_mask_any_sizes(hw, t_q, extra):
     """Every t_q <= t_k: key j is prohibited exactly when j > t_k - t_q + i."""
-    t_k = t_q + extra
-    assert_exact(
-        hw.call(CAUSAL, t_q, t_k),
-        future(t_q, t_k),
-        f"causal_mask({t_q}, {t_k})",
-        likely=causal_suspects(t_q, t_k),
-    )
+    assert_causal(hw, t_q, t_q + extra)
 
 
 @pytest.mark.points(1)
@@ -77,14 +74,7 @@ def test_causal_mask_any_sizes(hw, t_q, extra):
 def test_causal_mask_device_and_dtype(hw):
     """``device=`` is honoured and the mask is bool (square and offset)."""
     for t_q, t_k in ((3, None), (2, 5)):
-        want = future(t_q, t_k or t_q, device=hw.device)
-        got = hw.call(CAUSAL, t_q, t_k, device=hw.device)
-        assert_exact(
-            got,
-            want,
-            f"causal_mask({t_q}, {t_k}, device={hw.device})",
-            likely=causal_suspects(t_q, t_k or t_q, device=hw.device),
-        )
+        assert_causal(hw, t_q, t_k, device=hw.device)
 
 
 @pytest.mark.points(1)

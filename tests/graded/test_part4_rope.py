@@ -10,33 +10,59 @@ from __future__ import annotations
 import pytest
 import torch
 from hypothesis import given
-from hypothesis import strategies as st
 
 from tests.graded.answers import angles_oracle, rope_oracle, rope_suspects
 from tests.graded.compare import assert_close
 from tests.graded.expect import raises_value_error
 from tests.graded.inputs import checked
-from tests.graded.strategies import examples, randint, randn, seeds, sizes
+from tests.graded.strategies import (
+    distinct_positions,
+    examples,
+    randint,
+    randn,
+    seeds,
+    sizes,
+)
 
 pytestmark = pytest.mark.part(4)
 
 POSITIONS = [3, 17, 5, 0]  # unsorted, with gaps
 NO_ROTATION = "no rotation applied: apply_rope returns x unchanged"
+FLOAT32_ANGLES = "angles (or cos/sin) computed in float32 for a float64 input"
 
 
-# Oracles ------------------------------------------------------------------------------------
-def float32_suspect(got, expected):
-    """Diagnose float64 results that are right only to float32 precision (off by < 0.05)."""
+# Helpers ------------------------------------------------------------------------------------
+def longs(values, device):
+    return torch.tensor(values, dtype=torch.long, device=device)
 
-    def suspect():
+
+def assert_rope_float64(hw, x, positions, what):
+    """``apply_rope`` of a float64 ``x`` equals the oracle; a result right only to float32
+    precision (off by < 0.05) is diagnosed as float32 angles."""
+    got = hw.call("rope.apply_rope", x, positions)
+    expected = rope_oracle(x, positions)
+
+    def float32_angles():
         error = (got.double() - expected.double()).abs().max()
         return got if bool(error < 0.05) else None
 
-    return {"angles (or cos/sin) computed in float32 for a float64 input": suspect}
+    assert_close(
+        got,
+        expected,
+        what,
+        likely={**rope_suspects(x, positions), FLOAT32_ANGLES: float32_angles},
+    )
 
 
-def longs(values, device):
-    return torch.tensor(values, dtype=torch.long, device=device)
+def assert_rotated(got, x, positions):
+    """``got`` is ``apply_rope(x, positions)``: the oracle, where the identity is a suspect
+    (the properties it is checked after hold for the identity too)."""
+    assert_close(
+        got,
+        rope_oracle(x, positions),
+        f"apply_rope(x {tuple(x.shape)}, positions={positions.tolist()})",
+        likely={NO_ROTATION: x, **rope_suspects(x, positions)},
+    )
 
 
 # rope_angles ---------------------------------------------------------------------------------
@@ -99,14 +125,8 @@ def test_apply_rope_formula(hw):
     positions = longs(POSITIONS, hw.device)
     # float64 with batch and head dims: x (B=2, h=3, T=4, d=8)
     x = randn(2, 3, 4, 8, seed=40, device=hw.device)
-    got = hw.call("rope.apply_rope", x, positions)
-    expected = rope_oracle(x, positions)
-    assert_close(
-        got,
-        expected,
-        "apply_rope(x (2, 3, 4, 8), positions=[3, 17, 5, 0])",
-        likely={**rope_suspects(x, positions), **float32_suspect(got, expected)},
-    )
+    what = "apply_rope(x (2, 3, 4, 8), positions=[3, 17, 5, 0])"
+    assert_rope_float64(hw, x, positions, what)
 
     # float32 with another base: x (2, 4, 6)
     x = randn(2, 4, 6, seed=41, dtype=torch.float32, device=hw.device)
@@ -136,14 +156,8 @@ def test_apply_rope_float64_precision(hw):
     """float64 in: angles, cos and sin in float64 too; float32 angles are off by ~1e-4 here."""
     positions = longs([10_000, 12_345, 19_999], hw.device)
     x = randn(2, 3, 8, seed=43, device=hw.device)  # (B=2, T=3, d=8)
-    got = hw.call("rope.apply_rope", x, positions)
-    expected = rope_oracle(x, positions)
-    assert_close(
-        got,
-        expected,
-        "apply_rope(x float64, positions=[10000, 12345, 19999])",
-        likely={**rope_suspects(x, positions), **float32_suspect(got, expected)},
-    )
+    what = "apply_rope(x float64, positions=[10000, 12345, 19999])"
+    assert_rope_float64(hw, x, positions, what)
 
 
 @pytest.mark.points(1)
@@ -158,25 +172,13 @@ def test_apply_rope_identity_at_position_zero(hw, seed, batch, t, pairs):
     assert_close(got, x, f"apply_rope(x {tuple(x.shape)}, positions=zeros({t}))")
     # The identity passes the above: non-zero positions against the oracle too.
     positions = randint(1, 60, t, seed=seed, device=hw.device)
-    got = hw.call("rope.apply_rope", x, positions)
-    assert_close(
-        got,
-        rope_oracle(x, positions),
-        f"apply_rope(x {tuple(x.shape)}, positions={positions.tolist()})",
-        likely={NO_ROTATION: x, **rope_suspects(x, positions)},
-    )
+    assert_rotated(hw.call("rope.apply_rope", x, positions), x, positions)
 
 
 @pytest.mark.points(1)
 @pytest.mark.hidden
 @examples(6)
-@given(
-    seed=seeds,
-    positions=st.lists(
-        st.integers(0, 200), min_size=1, max_size=4, unique=True
-    ),  # unsorted, gaps
-    pairs=sizes(1, 4),
-)
+@given(seed=seeds, positions=distinct_positions(200), pairs=sizes(1, 4))
 def test_apply_rope_preserves_norm(hw, seed, positions, pairs):
     """A rotation keeps the length of every vector."""
     x = randn(2, len(positions), 2 * pairs, seed=seed, device=hw.device)  # (B, T, d)
@@ -187,13 +189,7 @@ def test_apply_rope_preserves_norm(hw, seed, positions, pairs):
         f"the norms of apply_rope(x, positions={positions}) along the last axis",
     )
     # Any norm-preserving map (the identity) passes the above: the oracle.
-    pos = longs(positions, hw.device)
-    assert_close(
-        got,
-        rope_oracle(x, pos),
-        f"apply_rope(x {tuple(x.shape)}, positions={positions})",
-        likely={NO_ROTATION: x, **rope_suspects(x, pos)},
-    )
+    assert_rotated(got, x, longs(positions, hw.device))
 
 
 @pytest.mark.points(1)
@@ -201,8 +197,8 @@ def test_apply_rope_preserves_norm(hw, seed, positions, pairs):
 @examples(8)
 @given(
     seed=seeds,
-    positions=st.lists(st.integers(0, 60), min_size=2, max_size=4, unique=True),
-    shift=st.integers(1, 40),
+    positions=distinct_positions(60, min_size=2),
+    shift=sizes(1, 40),
 )
 def test_apply_rope_relative_offset(hw, seed, positions, shift):
     """<apply_rope(q, m), apply_rope(k, n)> depends only on n - m (unsorted, gapped positions)."""

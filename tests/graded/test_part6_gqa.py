@@ -100,6 +100,22 @@ def cached_decode(hw, gqa, x, chunks, n_heads, n_kv, d_h, max_len):
         raise
 
 
+def assert_one_pass(hw, got, x, sd, chunks, what, restarted):
+    """``got``, ``x`` fed through a cache in ``chunks``, equals one full causal pass;
+    ``restarted`` is the mistake that restarts RoPE positions at 0 in every chunk."""
+    assert_close(
+        got,
+        gqa_oracle(x, sd),
+        what,
+        likely={
+            restarted: lambda: gqa_oracle(
+                x, sd, positions=restarting_positions(chunks, hw.device)
+            ),
+            **gqa_suspects(x, sd),
+        },
+    )
+
+
 # kv_cache_numel and repeat_kv -----------------------------------------------------------------
 @pytest.mark.points(1)
 @pytest.mark.public
@@ -302,17 +318,8 @@ def test_gqa_cached_decoding(hw):
     x = randn(B, T, D, seed=103, device=hw.device)  # (B, T, D)
     chunks = [1] * T
     got, cache = cached_decode(hw, gqa, x, chunks, H, H_KV, D // H, max_len=T + 2)
-    assert_close(
-        got,
-        gqa_oracle(x, sd),
-        "GroupedQueryAttention fed one token at a time with a KVCache",
-        likely={
-            AT_ZERO: lambda: gqa_oracle(
-                x, sd, positions=restarting_positions(chunks, hw.device)
-            ),
-            **gqa_suspects(x, sd),
-        },
-    )
+    what = "GroupedQueryAttention fed one token at a time with a KVCache"
+    assert_one_pass(hw, got, x, sd, chunks, what, AT_ZERO)
     length = cache.attr("length")
     assert length == T, f"the cache's length is {length} after {T} tokens"
     shape = tuple(cache.attr("k").shape)
@@ -330,17 +337,8 @@ def test_gqa_cached_chunks(hw):
     x = randn(B, 6, D, seed=105, device=hw.device)  # (B, T=6, D)
     chunks = [2, 1, 3]
     got, _ = cached_decode(hw, gqa, x, chunks, H, H_KV, D // H, max_len=7)
-    assert_close(
-        got,
-        gqa_oracle(x, sd),
-        "GroupedQueryAttention fed chunks of 2, 1 and 3 tokens with a KVCache",
-        likely={
-            NOT_OFFSET: lambda: gqa_oracle(
-                x, sd, positions=restarting_positions(chunks, hw.device)
-            ),
-            **gqa_suspects(x, sd),
-        },
-    )
+    what = "GroupedQueryAttention fed chunks of 2, 1 and 3 tokens with a KVCache"
+    assert_one_pass(hw, got, x, sd, chunks, what, NOT_OFFSET)
 
 
 @pytest.mark.points(1)

@@ -98,28 +98,19 @@ def check_lm_batch(hw, pad_id):
     assert isinstance(out, tuple) and len(out) == 2, (
         "lm_batch should return a tuple (inputs, targets)"
     )
-    inputs, targets = out
-    dev = hw.device
-    what = f"lm_batch(sequences, pad_id={pad_id})"
-    assert_exact(
-        inputs,
-        batch_oracle(SEQS, pad_id)[0].to(dev),
-        what + " inputs",
-        likely={
-            LEFT_PAD: batch_oracle(SEQS, pad_id, left=True)[0].to(dev),
-            PAD_ID_IGNORED: batch_oracle(SEQS, PAD)[0].to(dev),
+    left = batch_oracle(SEQS, pad_id, left=True)
+    mistakes = (
+        {LEFT_PAD: left[0], PAD_ID_IGNORED: batch_oracle(SEQS, PAD)[0]},
+        {
+            LEFT_PAD: left[1],
+            UNSHIFTED: batch_oracle(SEQS, pad_id, shift=False)[1],
+            PAD_TARGETS: batch_oracle(SEQS, pad_id, target_fill=pad_id)[1],
         },
     )
-    assert_exact(
-        targets,
-        batch_oracle(SEQS, pad_id)[1].to(dev),
-        what + " targets",
-        likely={
-            LEFT_PAD: batch_oracle(SEQS, pad_id, left=True)[1].to(dev),
-            UNSHIFTED: batch_oracle(SEQS, pad_id, shift=False)[1].to(dev),
-            PAD_TARGETS: batch_oracle(SEQS, pad_id, target_fill=pad_id)[1].to(dev),
-        },
-    )
+    expected = batch_oracle(SEQS, pad_id)
+    for name, got, want, likely in zip(("inputs", "targets"), out, expected, mistakes):
+        what = f"lm_batch(sequences, pad_id={pad_id}) {name}"
+        assert_exact(got, want.to(hw.device), what, likely=likely)
     return seqs
 
 
