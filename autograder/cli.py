@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from autograder.points import PARTS
+
 #: Gradescope's visibilities that hide a test until a date (its ``hidden`` hides no points).
 HIDDEN_VISIBILITIES = ("after_due_date", "after_published")
 
@@ -221,33 +223,45 @@ def _device(name: str) -> str:
 
 
 def _command(
-    commands, name: str, module: str | None = None, **kwargs
+    commands, name: str, func, module: str | None = None, **kwargs
 ) -> argparse.ArgumentParser:
-    """The sub-command ``name``, offered only where ``autograder.<module>`` (default: the
-    command's name) ships; the student handout carries ``check`` alone. Elsewhere a parser
-    that nothing reaches."""
+    """The sub-command ``name``, run by ``func``, offered only where ``autograder.<module>``
+    (default: the command's name) ships; the student handout carries ``check`` alone.
+    Elsewhere a parser that nothing reaches."""
     here, module = Path(__file__).parent, module or name
     if not (here / f"{module}.py").is_file() and not (here / module).is_dir():
         return argparse.ArgumentParser(prog=name, add_help=False)
-    return commands.add_parser(name, **kwargs)
+    command = commands.add_parser(name, **kwargs)
+    command.set_defaults(func=func)
+    return command
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="autograder", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    # Options that several sub-commands share, each written once (argparse's parents=).
+    on_device = argparse.ArgumentParser(add_help=False)
+    on_device.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
+    matching = argparse.ArgumentParser(add_help=False)
+    matching.add_argument(
+        "-k", dest="keyword", default="", help="only tests matching (pytest -k)"
+    )
 
     release = _command(
         commands,
         "release",
+        cmd_release,
         help="regenerate assignments/ and write the student handout and its zip",
     )
     release.add_argument(
         "--out", required=True, help="folder for the handout (must be new)"
     )
-    release.set_defaults(func=cmd_release)
 
     gradescope = _command(
-        commands, "gradescope", help="write the Gradescope autograder zip"
+        commands,
+        "gradescope",
+        cmd_gradescope,
+        help="write the Gradescope autograder zip",
     )
     gradescope.add_argument("--out", required=True, help="path of the zip to write")
     gradescope.add_argument(
@@ -256,9 +270,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="after_due_date",
         help="when Gradescope shows hidden tests to students",
     )
-    gradescope.set_defaults(func=cmd_gradescope)
 
-    grade = _command(commands, "grade", help="grade submissions in the sandbox")
+    grade = _command(
+        commands,
+        "grade",
+        cmd_grade,
+        parents=[on_device, matching],
+        help="grade submissions in the sandbox",
+    )
     grade.add_argument(
         "paths", nargs="+", help="submissions (folders or zips) or batch folders"
     )
@@ -266,7 +285,6 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument(
         "--jobs", type=int, default=1, help="submissions graded in parallel"
     )
-    grade.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
     grade.add_argument(
         "--timeout", type=float, help="seconds per call of student code (default 60)"
     )
@@ -291,49 +309,49 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="with --single: also write its results.json to FILE (always, even on failure)",
     )
-    grade.add_argument(
-        "-k", dest="keyword", default="", help="only tests matching (pytest -k)"
-    )
-    grade.set_defaults(func=cmd_grade)
 
     check = _command(
-        commands, "check", help="run the public tests against your own code"
+        commands,
+        "check",
+        cmd_check,
+        parents=[on_device, matching],
+        help="run the public tests against your own code",
     )
     check.add_argument(
         "path", nargs="?", default="assignments", help="default: assignments/"
     )
-    check.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
-    check.add_argument("--part", type=int, help="only this part's tests (1-7)")
     check.add_argument(
-        "-k", dest="keyword", default="", help="only tests matching (pytest -k)"
+        "--part",
+        type=int,
+        help=f"only this part's tests ({', '.join(map(str, PARTS))})",
     )
-    check.set_defaults(func=cmd_check)
 
     zoo = _command(
         commands,
         "zoo",
+        cmd_zoo,
+        parents=[on_device],
         help="grade every known wrong solution; fail if one is not caught",
     )
     zoo.add_argument(
         "--out", default="zoo-grades", help="folder for the mutants' grades"
     )
     zoo.add_argument("--jobs", type=int, default=1, help="mutants graded in parallel")
-    zoo.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
     zoo.add_argument("--only", nargs="*", help="just these mutants (by name)")
-    zoo.set_defaults(func=cmd_zoo)
 
     examples = _command(
         commands,
         "examples",
+        cmd_examples,
         "zoo",
         help="write the single-bug example submissions (reference + one zoo mutant each)",
     )
     examples.add_argument("--out", required=True, help="folder to write them to")
-    examples.set_defaults(func=cmd_examples)
 
     nbgrader = _command(
         commands,
         "nbgrader",
+        cmd_nbgrader,
         help="write an nbgrader course whose autograding grades the modules in the sandbox",
     )
     nbgrader.add_argument(
@@ -345,7 +363,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=30,
         help="seconds per notebook cell while autograding (default 30)",
     )
-    nbgrader.set_defaults(func=cmd_nbgrader)
     return parser
 
 
