@@ -71,14 +71,12 @@ def command(code: str) -> tuple[list[str], str]:
 
 def arguments() -> list[str]:
     """bubblewrap's options: namespaces, capabilities and the allow-listed view."""
-    args = [
-        "--die-with-parent", "--new-session",
-        "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--proc", "/proc", "--dev", "/dev",
-        "--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
-        "--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
-    ]  # fmt: skip
+    args = ["--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid"]
+    args += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    # A private /tmp and /dev/shm of capped size, writable by all (sticky, as usual).
+    for size, folder in ((TMP_BYTES, "/tmp"), (SHM_BYTES, "/dev/shm")):
+        args += ["--perms", "1777", "--size", str(size), "--tmpfs", folder]
     if os.geteuid() == 0:
         args += ["--cap-drop", "ALL"]
         for cap in TEMPLATE_CAPS:

@@ -142,16 +142,17 @@ def hide(paths: list[str], root: Path) -> None:
     )
     if mounted:
         _expose_python(root)
+    # The cover: empty, read-only, closed to everyone, nothing on it runs.
+    cover = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     for path in paths:
-        ok = mounted and _mount(b"tmpfs", path, b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV
-                                | _MS_NOEXEC, b"size=4k,mode=000")  # fmt: skip
+        ok = mounted and _mount(b"tmpfs", path, b"tmpfs", cover, b"size=4k,mode=000")
         if not ok and os.path.isdir(path):
             os.chmod(path, os.stat(path).st_mode & 0o770)
 
 
 def _expose_python(root: Path) -> None:
-    needed = sorted({os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, *sys.path)
-                     if p and os.path.isdir(p)})  # fmt: skip
+    places = (sys.base_prefix, sys.prefix, *sys.path)
+    needed = sorted({os.path.realpath(p) for p in places if p and os.path.isdir(p)})
     needed = [p for p in needed if not any(p.startswith(q + os.sep) for q in needed)]
     closed: dict[str, list[str]] = {}
     for path in needed:

@@ -22,35 +22,32 @@ from autograder.points import part_of_file
 from autograder.protocol import MODULES, PACKAGE
 
 SOFTMAX = frozenset(
-    {
-        "softmax", "_softmax", "Softmax", "Softmax2d", "softmin", "Softmin",
-        "log_softmax", "_log_softmax", "LogSoftmax", "logsumexp", "special_softmax",
-        "special_log_softmax", "special_logsumexp", "_safe_softmax", "_masked_softmax",
-        "gumbel_softmax", "_sparse_softmax", "_sparse_log_softmax",
-        "AdaptiveLogSoftmaxWithLoss",
-    }
-)  # fmt: skip
+    {"softmax", "_softmax", "Softmax", "Softmax2d", "softmin", "Softmin"}
+    | {"log_softmax", "_log_softmax", "LogSoftmax", "logsumexp"}
+    | {"special_softmax", "special_log_softmax", "special_logsumexp"}
+    | {"_safe_softmax", "_masked_softmax", "gumbel_softmax"}
+    | {"_sparse_softmax", "_sparse_log_softmax", "AdaptiveLogSoftmaxWithLoss"}
+)
 ATTENTION = frozenset(
-    {
-        "scaled_dot_product_attention", "_scaled_dot_product_attention_math",
-        "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
-        "_scaled_dot_product_cudnn_attention", "_fused_sdp_choice", "MultiheadAttention",
-        "multi_head_attention_forward", "_native_multi_head_attention", "flex_attention",
-        "Transformer", "TransformerEncoder", "TransformerEncoderLayer", "TransformerDecoder",
-        "TransformerDecoderLayer",
-    }
-)  # fmt: skip
+    {"scaled_dot_product_attention", "_scaled_dot_product_attention_math"}
+    | {"_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention"}
+    | {"_scaled_dot_product_efficient_attention", "_fused_sdp_choice"}
+    | {"MultiheadAttention", "multi_head_attention_forward"}
+    | {"_native_multi_head_attention", "flex_attention"}
+    | {"Transformer", "TransformerEncoder", "TransformerEncoderLayer"}
+    | {"TransformerDecoder", "TransformerDecoderLayer"}
+)
 NORMALIZATION = frozenset(
-    {
-        "layer_norm", "native_layer_norm", "LayerNorm", "rms_norm", "_fused_rms_norm",
-        "RMSNorm", "group_norm", "native_group_norm", "GroupNorm", "batch_norm",
-        "native_batch_norm", "_native_batch_norm_legit", "BatchNorm1d", "BatchNorm2d",
-        "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d",
-        "SyncBatchNorm", "instance_norm", "InstanceNorm1d", "InstanceNorm2d",
-        "InstanceNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d",
-        "local_response_norm", "LocalResponseNorm", "CrossMapLRN2d",
-    }
-)  # fmt: skip
+    {"layer_norm", "native_layer_norm", "LayerNorm"}
+    | {"rms_norm", "_fused_rms_norm", "RMSNorm"}
+    | {"group_norm", "native_group_norm", "GroupNorm"}
+    | {"batch_norm", "native_batch_norm", "_native_batch_norm_legit", "SyncBatchNorm"}
+    | {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d"}
+    | {"LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d"}
+    | {"instance_norm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"}
+    | {"LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d"}
+    | {"local_response_norm", "LocalResponseNorm", "CrossMapLRN2d"}
+)
 
 #: file -> names forbidden in it (SPEC.md: parts 1, 3, 6 forbid part 1's list; 5 adds
 #: normalization; the char-LM may use a softmax for sampling and the loss, not the layers).
@@ -68,9 +65,9 @@ RULES: dict[str, frozenset[str]] = {
 TAMPER_MODULES = frozenset({"autograder", "tests", "ctypes", "gc", "inspect"})
 #: Attributes that open a function or a namespace: its globals, closure cells, code, original.
 TAMPER_ATTRIBUTES = frozenset(
-    {"__globals__", "__closure__", "cell_contents", "__code__", "__wrapped__",
-     "__builtins__", "__dict__"}
-)  # fmt: skip
+    {"__globals__", "__closure__", "cell_contents", "__code__", "__wrapped__"}
+    | {"__builtins__", "__dict__"}
+)
 
 
 @dataclass(frozen=True)

@@ -162,12 +162,10 @@ GRADED_CALLS = (
     forbidden.SOFTMAX
     | forbidden.ATTENTION
     | forbidden.NORMALIZATION
-    | {
-        "cross_entropy", "nll_loss", "embedding", "linear", "Linear", "relu", "cos", "sin",
-        "exp", "sqrt", "rsqrt", "triu", "tril", "einsum", "matmul", "bmm", "var",
-        "repeat_interleave", "view_as_complex", "polar",
-    }
-)  # fmt: skip
+    | {"cross_entropy", "nll_loss", "embedding", "linear", "Linear", "relu"}
+    | {"cos", "sin", "exp", "sqrt", "rsqrt", "triu", "tril", "var"}
+    | {"einsum", "matmul", "bmm", "repeat_interleave", "view_as_complex", "polar"}
+)
 
 
 def _code_lines(text: str) -> list[str]:
@@ -326,12 +324,12 @@ def _refuse_leaks(out: Path, repo: Path) -> None:
 
 def record_answers(path: Path, repo: Path = REPO) -> None:
     """Run the public tests against the reference and store what the oracles gave them."""
+    command = [sys.executable, "-m", "pytest", "tests/graded", "-m", "public", "-q"]
+    command += ["-p", "no:cacheprovider", "--submission", str(repo / "solutions")]
+    command += ["--record-answers", str(path)]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/graded", "-m", "public", "-q",
-         "-p", "no:cacheprovider", "--submission", str(repo / "solutions"),
-         "--record-answers", str(path)],
-        cwd=repo, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        command, cwd=repo, capture_output=True, text=True, check=False
+    )
     if done.returncode != 0 or not path.is_file():
         raise ReleaseError(
             "the public tests fail against the reference, so no expected values were "

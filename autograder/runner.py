@@ -184,15 +184,14 @@ def run_suite(
     ``collector``: one made by the caller, to read more of the run (``Collector.collected``).
     """
     collector = collector or Collector(scrub)
-    argv = [
-        # --tb=no and no gc-heavy unraisable-exception hook: pytest's own failure reports
-        # (source excerpts) are never shown, and they cost more than the tests. No logging
-        # plugin: nothing reads captured log records, and its handlers around every test phase
-        # cost a tenth of the grading side's time.
-        str(GRADED_DIR), "-q", "--tb=no", "-p", "no:cacheprovider",
-        "-p", "no:unraisableexception", "-p", "no:logging", "--capture=sys",
-        "--rootdir", str(REPO), "--submission", str(root), *args,
-    ]  # fmt: skip
+    argv = [str(GRADED_DIR), "-q", "-p", "no:cacheprovider", "--capture=sys"]
+    # --tb=no and no gc-heavy unraisable-exception hook: pytest's own failure reports (source
+    # excerpts) are never shown, and they cost more than the tests.
+    argv += ["--tb=no", "-p", "no:unraisableexception"]
+    # No logging plugin: nothing reads captured log records, and its handlers around every
+    # test phase cost a tenth of the grading side's time.
+    argv += ["-p", "no:logging"]
+    argv += ["--rootdir", str(REPO), "--submission", str(root), *args]
     output = io.StringIO()
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
         code = pytest.main(argv, plugins=[collector, *(plugins or [])])

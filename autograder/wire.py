@@ -37,14 +37,14 @@ MAX_HEADER = 1 << 20
 MAX_NODES = 100_000
 MAX_DEPTH = 64
 
+#: The dtypes a tensor in a message may have, by name.
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_COMPLEX = (torch.complex64, torch.complex128)
+_INTEGERS = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 DTYPES = {
     str(d).removeprefix("torch."): d
-    for d in (
-        torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
-        torch.complex128, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-        torch.bool,
-    )
-}  # fmt: skip
+    for d in (*_FLOATS, *_COMPLEX, *_INTEGERS, torch.bool)
+}
 DEVICE_TYPES = ("cpu", "cuda")
 
 _FRAME = struct.Struct("!QI")

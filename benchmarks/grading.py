@@ -155,12 +155,10 @@ def build_batch(n: int, batch: Path) -> dict[str, str]:
 def run_ours(batch: Path, out: Path, jobs: int) -> tuple[float, dict[str, float]]:
     """Wall time of ``autograder grade``, and each submission's time in its grading process."""
     shutil.rmtree(out, ignore_errors=True)
+    command = [sys.executable, "-m", "autograder", "grade", str(batch)]
+    command += ["--out", str(out), "--jobs", str(jobs)]
     start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "autograder", "grade", str(batch), "--out", str(out),
-         "--jobs", str(jobs)],
-        cwd=REPO, stdout=subprocess.DEVNULL, check=True,
-    )  # fmt: skip
+    subprocess.run(command, cwd=REPO, stdout=subprocess.DEVNULL, check=True)
     wall = time.perf_counter() - start
     each = {}
     for name, _ in intake.find([batch]):
@@ -173,12 +171,16 @@ def run_naive(staged: dict[str, Path], jobs: int) -> tuple[float, dict[str, floa
     """Wall time of one in-process ``pytest`` per submission, ``jobs`` at a time."""
 
     def one(name: str) -> tuple[str, float]:
+        command = [sys.executable, "-m", "pytest", str(GRADED_DIR), "-q"]
+        command += ["-p", "no:cacheprovider", "--submission", str(staged[name])]
         start = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "pytest", str(GRADED_DIR), "-q", "-p", "no:cacheprovider",
-             "--submission", str(staged[name])],
-            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
-        )  # fmt: skip
+            command,
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
         return name, time.perf_counter() - start
 
     start, cpu = time.perf_counter(), _children_cpu()
@@ -236,8 +238,8 @@ def suite_in_process(root: Path, runs: int) -> tuple[float, float]:
     seconds, cpu = [], []
     for _ in range(runs + 1):
         timer = _SuiteTimer()
-        argv = [str(GRADED_DIR), "-q", "--tb=no", "-p", "no:cacheprovider",
-                "--rootdir", str(REPO), "--submission", str(root)]  # fmt: skip
+        argv = [str(GRADED_DIR), "-q", "--tb=no", "-p", "no:cacheprovider"]
+        argv += ["--rootdir", str(REPO), "--submission", str(root)]
         with open(os.devnull, "w") as null:
             saved = sys.stdout
             sys.stdout = null

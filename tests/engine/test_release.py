@@ -106,13 +106,16 @@ def test_handout_has_stubs_public_tests_and_no_answers(handout):
     ]
 
 
+def run_pytest(submission: Path, tests: str, cwd: Path, *more: str):
+    """``pytest tests`` on ``submission``, run from ``cwd`` in a fresh process."""
+    command = [sys.executable, "-m", "pytest", tests, "-q", "-p", "no:cacheprovider"]
+    command += ["--submission", str(submission), *more]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+
+
 def test_the_stored_answers_pass_the_reference(handout):
     """In the handout the public tests read stored values: the reference passes them all."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
-         "--submission", str(REPO / "solutions")],
-        cwd=handout.with_suffix(""), capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    done = run_pytest(REPO / "solutions", "tests", handout.with_suffix(""))
     summary = done.stdout.strip().splitlines()[-1]
     assert done.returncode == 0 and "passed" in summary, done.stdout[-3000:]
     assert "skipped" not in summary and "error" not in summary, summary
@@ -156,9 +159,14 @@ def test_every_readme_command_works_from_the_unpacked_zip(handout, tmp_path):
     env["PATH"] = f"{Path(sys.base_prefix) / 'bin'}:{env['PATH']}"
     env["PIP_REQUIRE_VIRTUALENV"] = "1"
     done = subprocess.run(
-        ["bash", "-c", script], cwd=folder, env=env, capture_output=True, text=True,
-        check=False, timeout=900,
-    )  # fmt: skip
+        ["bash", "-c", script],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
     out = done.stdout
     codes = [int(c) for c in re.findall(r"^__rc__ (\d+)$", out, re.MULTILINE)]
     ran = [c for c in commands if "activate" not in c]
@@ -193,8 +201,11 @@ def test_a_planted_oracle_fails_the_release(tmp_path):
     )
     planted = ast.get_source_segment(source, node)
     written = "def my_angles(positions, d):\n    return positions[:, None] * 10000.0 ** (-torch.arange(0, d, 2) / d)\n\n\ndef my_rope(x, angles):\n    return x * angles.cos()\n"
-    for code, leak in ((planted, "rotate_pairs is a function of the answer key"),
-                       (written, "my_rope computes a graded quantity (calls cos)")):  # fmt: skip
+    leaks = (
+        (planted, "rotate_pairs is a function of the answer key"),
+        (written, "my_rope computes a graded quantity (calls cos)"),
+    )
+    for code, leak in leaks:
         target = repo / "tests" / "graded" / "test_part4_rope.py"
         original = (REPO / "tests" / "graded" / "test_part4_rope.py").read_text()
         target.write_text(original + "\n\n" + code + "\n", encoding="utf-8")
@@ -211,11 +222,7 @@ def test_handout_refuses_a_non_empty_folder(tmp_path):
 def test_every_graded_test_fails_against_the_stubs(tmp_path):
     """The stubs earn nothing: run the whole graded suite against assignments/."""
     report = tmp_path / "stubs.xml"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/graded", "-q", "-p", "no:cacheprovider",
-         "--submission", str(ASSIGNMENTS.parent), f"--junitxml={report}"],
-        cwd=REPO, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    done = run_pytest(ASSIGNMENTS.parent, "tests/graded", REPO, f"--junitxml={report}")
     cases = list(ET.parse(report).getroot().iter("testcase"))
     # Exit 1 is "tests failed"; no test collected (5) or a collection error must fail here.
     assert cases and done.returncode == 1, done.stdout[-2000:]

@@ -221,15 +221,21 @@ def test_grading_works_as_an_unprivileged_user(tmp_path):
     out = tmp_path / "out"
     out.mkdir(mode=0o777)
     os.chmod(out, 0o777)
-    command = [
-        sys.executable, "-m", "autograder", "grade", str(copy / "solutions"),
-        "--out", str(out), "-k", "part2",
-    ]  # fmt: skip
+    command = [sys.executable, "-m", "autograder", "grade", str(copy / "solutions")]
+    command += ["--out", str(out), "-k", "part2"]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(copy)}
+    # As nobody (uid and gid 65534), who owns nothing here.
     done = subprocess.run(
-        command, env=env, cwd=copy, user=65534, group=65534, capture_output=True,
-        text=True, timeout=600, check=False,
-    )  # fmt: skip
+        command,
+        env=env,
+        cwd=copy,
+        user=65534,
+        group=65534,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "protections in force" in done.stdout
     assert (out / "gradebook.csv").read_text().count("\n") == 2

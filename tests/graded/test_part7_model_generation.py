@@ -377,10 +377,9 @@ def test_generate_sampling_distribution(hw):
     away from p, so 96 draws expose it.
     """
     vocab = len(TARGET_P) + 1
-    m, state = new_lm(
-        hw, seed=780, vocab=vocab, d_model=4, n_heads=1, n_layers=1, d_ff=4,
-        max_len=N_DRAWS + 2,
-    )  # fmt: skip
+    # The logits are the head's bias alone (its weight zeroed below): the smallest model.
+    tiny = {"d_model": 4, "n_heads": 1, "n_layers": 1, "d_ff": 4}
+    m, state = new_lm(hw, seed=780, vocab=vocab, max_len=N_DRAWS + 2, **tiny)
     logits = TAU * TARGET_P.log()  # softmax(logits / TAU) = TARGET_P
     bias = torch.cat([torch.tensor([40.0], dtype=torch.float64), logits])  # huge PAD
     m.load_state(
