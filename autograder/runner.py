@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -191,9 +193,16 @@ def run_suite(
     # No logging plugin: nothing reads captured log records, and its handlers around every
     # test phase cost a tenth of the grading side's time.
     argv += ["-p", "no:logging"]
+    # Of the pytest plugins installed on this machine, only hypothesis's: a grade must not
+    # depend on what else happens to be installed (a plugin's hooks run for every test).
+    argv += ["-p", "_hypothesis_pytestplugin"]
     argv += ["--rootdir", str(REPO), "--submission", str(root), *args]
     output = io.StringIO()
-    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+    with (
+        contextlib.redirect_stdout(output),
+        contextlib.redirect_stderr(output),
+        mock.patch.dict(os.environ, {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}),
+    ):
         code = pytest.main(argv, plugins=[collector, *(plugins or [])])
     if collector.interrupted:
         raise KeyboardInterrupt

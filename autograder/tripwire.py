@@ -19,6 +19,7 @@ off, rerouted or unwrapped fails it.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import functools
 import importlib
@@ -182,9 +183,9 @@ def probe(package_dir: str, line: int) -> list[str]:
         except BaseException:  # noqa: BLE001, S110 - a broken module is graded elsewhere
             pass
     for filename, _, code in PROBE_CALLS:
-        source = "\n" * (line - 1) + code
-        path = os.path.join(package_dir, filename)
-        compiled = compile(source, path, "exec")
+        tree = ast.parse(code)
+        ast.increment_lineno(tree, line - 1)
+        compiled = compile(tree, os.path.join(package_dir, filename), "exec")
         exec(compiled, {"torch": torch, "t": torch.zeros(1)})  # noqa: S102 - PROBE_CALLS
     return _replaced()
 

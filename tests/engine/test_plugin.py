@@ -3,7 +3,7 @@
 Each suite is a copy of the plugin beside a ``graded/`` folder of made-up tests, run by pytest's
 own ``pytester``: points that do not add up to ``PARTS``, a test with two visibilities, a test
 without a part or of a part ``PARTS`` lacks must each stop the run before any test runs, saying
-why.
+why. And a pytest plugin that happens to be installed takes no part in a grade.
 """
 
 from __future__ import annotations
@@ -86,3 +86,32 @@ def test_a_test_without_its_marks_stops_the_run(pytester, marks, why):
     result = run_suite(pytester, [*whole_suite(), graded_test("test_odd", *marks)])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*test_odd: {why}*"])
+
+
+def test_a_pytest_plugin_installed_on_the_machine_changes_no_grade(
+    tmp_path, monkeypatch
+):
+    """Only the suite's own plugins take part in a grade: a pytest plugin that happens to be
+    installed (here one that reports every test passed) is not loaded by ``run_suite``."""
+    from autograder.runner import run_suite as run_graded_suite
+
+    (tmp_path / "everything_passes.py").write_text(
+        "import pytest\n\n\n"
+        "@pytest.hookimpl(wrapper=True)\n"
+        "def pytest_runtest_makereport(item, call):\n"
+        "    report = yield\n"
+        "    report.outcome = 'passed'\n"
+        "    return report\n"
+    )
+    info = tmp_path / "everything_passes-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: everything-passes\nVersion: 1.0\n"
+    )
+    (info / "entry_points.txt").write_text(
+        "[pytest11]\neverything = everything_passes\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    stubs = REPO / "assignments"
+    tests, _ = run_graded_suite(stubs, ["-k", "part2"], [])
+    assert tests and not any(t.passed for t in tests)
