@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import json
 import os
 import re
@@ -55,7 +56,10 @@ def template_main(fd: int) -> None:
     import torch._dynamo  # every torch.optim optimizer imports it: seconds per worker otherwise
     import torch.fx.experimental.symbolic_shapes  # noqa: F401 - torch.broadcast_shapes needs it
 
-    import autograder.executor  # noqa: F401 - imported here once, inherited by every worker
+    # Imported here once, inherited by every worker: the executor, and the workers' Limits
+    # (autograder.sandbox brings pytest: 70 ms per worker otherwise).
+    import autograder.executor
+    import autograder.sandbox  # noqa: F401
     from autograder import tripwire
 
     sys.dont_write_bytecode = True  # never write next to the submission's files
@@ -67,12 +71,18 @@ def template_main(fd: int) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     workers: dict[int, int | None] = {}  # pid -> its uid (None: the template's own)
+    killed: set[int] = (
+        set()
+    )  # workers ended on request, all their uid's processes with them
     needed = _needed_folders()  # once: every worker keeps them in its private /tmp
+    # The garbage collector of a forked worker would otherwise visit, and so copy, every object
+    # the template holds (torch's): a fifth of a second per worker.
+    gc.freeze()
     while True:
         readable, _, _ = select.select([ctl, wake_r], [], [])
         if wake_r in readable:
             os.read(wake_r, 4096)
-            _reap(ctl, workers)
+            _reap(ctl, workers, killed)
         if ctl not in readable:
             continue
         try:
@@ -100,6 +110,7 @@ def template_main(fd: int) -> None:
         if "kill" in message:
             if message["kill"] in workers:
                 _end(message["kill"], workers[message["kill"]])
+                killed.add(message["kill"])
             continue
         config = message["spawn"]
         pid = os.fork()
@@ -118,7 +129,7 @@ def template_main(fd: int) -> None:
         ctl.send(json.dumps({"spawned": pid}).encode())
 
 
-def _reap(ctl: socket.socket, workers: dict[int, int | None]) -> None:
+def _reap(ctl: socket.socket, workers: dict[int, int | None], killed: set[int]) -> None:
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -128,10 +139,15 @@ def _reap(ctl: socket.socket, workers: dict[int, int | None]) -> None:
             return
         if pid in workers:
             uid = workers.pop(pid)
-            _end(pid, uid)
+            if pid not in killed:  # it ended by itself: what it started may still run
+                _end(pid, uid)
+            killed.discard(pid)
             _kill_orphans(workers)
-            _clear_scratch(uid)
-            _remove_shared_folder(pid)
+            # Only a worker without a private /tmp (its folder is in the shared one) can have
+            # left something there.
+            if shared_folder(pid).is_dir():
+                _clear_scratch(uid)
+                _remove_shared_folder(pid)
             with contextlib.suppress(OSError):
                 ctl.send(json.dumps({"ended": [pid, status]}).encode())
 
