@@ -36,9 +36,11 @@ class Executor:
         self._ids: dict[
             int, int
         ] = {}  # id(object) -> handle id, so one object has one handle
+        # First on the path, ahead of any other submission run earlier in this process.
         root_str = str(self.root)
-        if root_str not in sys.path:
-            sys.path.insert(0, root_str)
+        if root_str in sys.path:
+            sys.path.remove(root_str)
+        sys.path.insert(0, root_str)
         for name in [
             m for m in sys.modules if m == PACKAGE or m.startswith(PACKAGE + ".")
         ]:

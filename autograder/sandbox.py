@@ -147,7 +147,7 @@ class IsolatedSubmission(Submission):
         }
         self._seq += 1
         try:
-            wire.encode(request)
+            encoded = wire.encode(request)
         except wire.WireError as exc:  # the test's own arguments
             raise TypeError(
                 f"the arguments of {label} are not plain data: {exc}"
@@ -159,7 +159,7 @@ class IsolatedSubmission(Submission):
             # Timed from here: a template that is still importing torch costs the student nothing.
             deadline = time.monotonic() + timeout
             self._drop_stacks()
-            self._send_by(request, deadline)
+            self._send_by(encoded, deadline)
             reply = self._receive(deadline)
         except TimeoutError:
             stacks = "" if timeout < self.limits.call_timeout else self._read_stacks()
@@ -210,12 +210,13 @@ class IsolatedSubmission(Submission):
             self.close()
 
     # The worker --------------------------------------------------------------------------------
-    def _send_by(self, message, deadline: float) -> None:
-        """Send ``message`` to the worker; a worker that stops reading cannot hold us past
-        ``deadline`` (``TimeoutError``). A worker that is gone is found by ``_receive``."""
+    def _send_by(self, encoded, deadline: float) -> None:
+        """Send a message (``wire.encode``d) to the worker; a worker that stops reading cannot
+        hold us past ``deadline`` (``TimeoutError``). A worker that is gone is found by
+        ``_receive``."""
         self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
         try:
-            wire.send(self._sock, message)
+            wire.send_encoded(self._sock, encoded)
         except TimeoutError:
             raise
         except OSError:
@@ -251,7 +252,7 @@ class IsolatedSubmission(Submission):
         stacks_ours.setblocking(False)
         self._sock, self._stacks = ours, stacks_ours
         self._generation += 1
-        self._send_by(self._files, deadline)
+        self._send_by(wire.encode(self._files), deadline)
         hello = self._receive(deadline, hello=True)
         if type(hello) is not dict or type(hello.get("root")) is not str:
             raise wire.WireError("the worker did not say where it works")

@@ -46,6 +46,8 @@ DTYPES = {
     for d in (*_FLOATS, *_COMPLEX, *_INTEGERS, torch.bool)
 }
 DEVICE_TYPES = ("cpu", "cuda")
+#: Sent as their bytes: numpy has no such dtype.
+_NOT_IN_NUMPY = (torch.bfloat16,)
 
 _FRAME = struct.Struct("!QI")
 
@@ -100,10 +102,14 @@ def _encode_tensor(t: torch.Tensor, buffers) -> list:
         or t.layout != torch.strided
     ):
         raise WireError(f"cannot send a tensor of {t.dtype} on {t.device} ({t.layout})")
-    flat = torch.Tensor.contiguous(t.detach().to("cpu")).reshape(-1)
-    if flat.dtype == torch.bool:
-        flat = flat.view(torch.uint8)
-    raw = flat.view(torch.uint8).numpy() if flat.numel() else b""
+    flat = torch.Tensor.contiguous(
+        torch.Tensor.detach(t).cpu().resolve_conj().resolve_neg()
+    )
+    if flat.dtype in _NOT_IN_NUMPY:
+        flat = flat.reshape(-1).view(torch.uint8)
+    # The bytes of a C-contiguous array, in as few torch calls as can be: each costs
+    # microseconds, and every request and reply carries tensors.
+    raw = flat.numpy() if flat.numel() else b""
     buffers.append(memoryview(raw).cast("B"))
     return [dtype, list(t.shape), t.device.type]
 
@@ -191,7 +197,7 @@ def _decode_tensor(body, payload, cursor, device):
         raise WireError("malformed tensor shape")
     dtype = DTYPES[dtype_name]
     numel = math.prod(shape)
-    nbytes = numel * torch.empty((), dtype=dtype).element_size()
+    nbytes = numel * dtype.itemsize
     start = cursor[0]
     if nbytes > len(payload) - start:
         raise WireError("tensor larger than the message")
@@ -217,7 +223,12 @@ def _decode_tensor(body, payload, cursor, device):
 
 def send(sock: socket.socket, value) -> None:
     """Write one framed message."""
-    header, buffers = encode(value)
+    send_encoded(sock, encode(value))
+
+
+def send_encoded(sock: socket.socket, encoded: tuple[bytes, list[memoryview]]) -> None:
+    """Write one framed message already encoded by ``encode``."""
+    header, buffers = encoded
     total = _FRAME.size + len(header) + sum(b.nbytes for b in buffers)
     if total > MAX_MESSAGE:
         raise WireError(
