@@ -2,8 +2,9 @@
 the outcome of every test.
 
 Why pytest in-process and repeated: the suite is ordinary pytest (fixtures, markers,
-hypothesis), and the expensive parts, importing torch and the test modules and starting the
-sandbox's template, are paid once per grading process instead of once per submission. ``--jobs``
+hypothesis), and the expensive parts, importing torch and the test modules, collecting the
+suite and starting the sandbox's template, are paid once per grading process instead of once
+per submission. ``--jobs``
 runs several such processes side by side.
 
 Whatever goes wrong while grading one submission is that submission's problem: it comes back as
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from autograder import intake
 from autograder.protocol import PACKAGE
-from autograder.runner import REPO, SuiteError, TestResult, run_suite
+from autograder.runner import REPO, SuiteError, SuiteSession, TestResult
 
 __all__ = [
     "Graded",
@@ -91,7 +92,18 @@ def failure(name: str, reason: str) -> Graded:
 
 
 def run_isolated(root: Path, settings: Settings, scrub: list[str]) -> list[TestResult]:
-    """Run the graded suite against ``root`` (which holds ``transformer_hw/``) in the sandbox."""
+    """Run the graded suite against ``root`` (which holds ``transformer_hw/``) in the sandbox;
+    forbidden calls are gated inside the suite (tests/conftest.py)."""
+    if settings not in _SESSIONS:
+        _SESSIONS[settings] = _new_session(settings)
+    return _SESSIONS[settings].run(root, scrub)
+
+
+#: This process's graded suite, collected once per settings (``runner.SuiteSession``).
+_SESSIONS: dict[Settings, SuiteSession] = {}
+
+
+def _new_session(settings: Settings) -> SuiteSession:
     from autograder import sandbox
 
     limits = sandbox.Limits(hidden=list(settings.hidden_paths))
@@ -101,8 +113,13 @@ def run_isolated(root: Path, settings: Settings, scrub: list[str]) -> list[TestR
     args = ["--isolate", "--device", settings.device]
     if settings.keyword:
         args += ["-k", settings.keyword]
-    tests, _ = run_suite(root, args, scrub, [sandbox.LimitsPlugin(limits)])
-    return tests  # forbidden calls are gated inside the suite (tests/conftest.py)
+    return SuiteSession(args, [sandbox.LimitsPlugin(limits)])
+
+
+def close_sessions() -> None:
+    """End this process's graded suites (their threads)."""
+    while _SESSIONS:
+        _SESSIONS.popitem()[1].close()
 
 
 # What a grade depends on ------------------------------------------------------------------------
@@ -238,8 +255,11 @@ def grade_many(submissions: list[tuple[str, Path]], settings: Settings, jobs: in
     """Yield ``(name, Graded)`` as each submission finishes, one per submission, always."""
     if jobs <= 1:
         _init_process(settings)
-        for name, source in submissions:
-            yield name, grade_one(name, source, settings)
+        try:
+            for name, source in submissions:
+                yield name, grade_one(name, source, settings)
+        finally:
+            close_sessions()
         return
     unfinished = yield from _in_pool(submissions, settings, jobs)
     # A grading process died: grade the rest one process each, so only the culprit loses.

@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import queue
 import re
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import mock
 
@@ -173,6 +175,43 @@ def student_frame(traceback_text: str) -> str | None:
     return f"{where}:{line} in {function}" + (f": {source.strip()}" if source else "")
 
 
+def _argv(root: Path, args: list[str]) -> list[str]:
+    argv = [str(GRADED_DIR), "-p", "no:cacheprovider"]
+    # No gc-heavy unraisable-exception hook (and no tracebacks: see _NoTracebacks).
+    argv += ["-p", "no:unraisableexception"]
+    # No logging plugin: nothing reads captured log records, and its handlers around every
+    # test phase cost a tenth of the grading side's time.
+    argv += ["-p", "no:logging"]
+    # Of the pytest plugins installed on this machine, only hypothesis's: a grade must not
+    # depend on what else happens to be installed (a plugin's hooks run for every test).
+    argv += ["-p", "_hypothesis_pytestplugin"]
+    return [*argv, "--rootdir", str(REPO), "--submission", str(root), *args]
+
+
+class _NoTracebacks:
+    """pytest's own failure reports (source excerpts) are never shown, and they cost more than
+    the tests: ``--tb=no``, which needs the terminal plugin a ``SuiteSession`` goes without."""
+
+    @staticmethod
+    def pytest_configure(config):
+        config.option.tbstyle = "no"
+
+
+def _without_installed_plugins():
+    return mock.patch.dict(os.environ, {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+
+
+def _suite_error(code, collector: Collector, output: str) -> SuiteError:
+    detail = "\n".join(collector.errors) or output[-3000:]
+    return SuiteError(
+        f"the graded suite did not run (pytest exit {int(code)}):\n{detail}"
+    )
+
+
+def _sorted(results: dict[str, TestResult]) -> list[TestResult]:
+    return sorted(results.values(), key=lambda t: (t.part, t.nodeid))
+
+
 def run_suite(
     root: Path,
     args: list[str],
@@ -186,22 +225,12 @@ def run_suite(
     ``collector``: one made by the caller, to read more of the run (``Collector.collected``).
     """
     collector = collector or Collector(scrub)
-    argv = [str(GRADED_DIR), "-q", "-p", "no:cacheprovider", "--capture=sys"]
-    # --tb=no and no gc-heavy unraisable-exception hook: pytest's own failure reports (source
-    # excerpts) are never shown, and they cost more than the tests.
-    argv += ["--tb=no", "-p", "no:unraisableexception"]
-    # No logging plugin: nothing reads captured log records, and its handlers around every
-    # test phase cost a tenth of the grading side's time.
-    argv += ["-p", "no:logging"]
-    # Of the pytest plugins installed on this machine, only hypothesis's: a grade must not
-    # depend on what else happens to be installed (a plugin's hooks run for every test).
-    argv += ["-p", "_hypothesis_pytestplugin"]
-    argv += ["--rootdir", str(REPO), "--submission", str(root), *args]
+    argv = [*_argv(root, args), "-q", "--capture=sys", "--tb=no"]
     output = io.StringIO()
     with (
         contextlib.redirect_stdout(output),
         contextlib.redirect_stderr(output),
-        mock.patch.dict(os.environ, {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}),
+        _without_installed_plugins(),
     ):
         code = pytest.main(argv, plugins=[collector, *(plugins or [])])
     if collector.interrupted:
@@ -210,9 +239,121 @@ def run_suite(
         code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
         or collector.errors
     ):
-        detail = "\n".join(collector.errors) or output.getvalue()[-3000:]
-        raise SuiteError(
-            f"the graded suite did not run (pytest exit {int(code)}):\n{detail}"
+        raise _suite_error(code, collector, output.getvalue())
+    return _sorted(collector.results), collector.hw
+
+
+@dataclass
+class _Job:
+    root: Path
+    scrub: list[str]
+    done: threading.Event = field(default_factory=threading.Event)
+    results: list[TestResult] = field(default_factory=list)
+    error: str = ""
+
+
+class SuiteSession:
+    """The graded suite configured and collected once, then run against one submission after
+    another: what ``autograder grade`` does in each grading process.
+
+    Why: setting pytest up and collecting the suite cost a tenth of a second, paid per
+    submission by ``run_suite``. Here one ``pytest.main`` runs in a thread of its own; its test
+    loop takes submissions from a queue and runs every collected test against each, tearing the
+    session's fixtures down after the last (the ``hw`` of one submission never serves the next).
+    Only student code in the sandbox prints, so pytest here captures and prints nothing.
+    """
+
+    def __init__(self, args: list[str], plugins: list | None = None):
+        self._args = args
+        self._plugins = plugins or []
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._ended = ""
+
+    def run(self, root: Path, scrub: list[str]) -> list[TestResult]:
+        """The results of the suite against ``root`` (which holds ``transformer_hw/``)."""
+        if self._ended:
+            raise SuiteError(self._ended)
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._main, name="graded-suite", daemon=True
+            )
+            self._thread.start()
+        job = _Job(Path(root), scrub)
+        self._jobs.put(job)
+        while not job.done.wait(1.0):
+            if not self._thread.is_alive() and not job.done.is_set():
+                raise SuiteError(self._ended or "the graded suite stopped")
+        if job.error:
+            raise SuiteError(job.error)
+        return job.results
+
+    def close(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            self._jobs.put(None)
+            self._thread.join()
+
+    def _main(self) -> None:
+        collector = Collector([])
+        loop = _SubmissionLoop(self._jobs, collector)
+        argv = [*_argv(Path(REPO), self._args), "--capture=no", "-p", "no:terminal"]
+        try:
+            with _without_installed_plugins():
+                plugins = [collector, loop, _NoTracebacks, *self._plugins]
+                code = pytest.main(argv, plugins=plugins)
+            self._ended = str(_suite_error(code, collector, loop.usage_error))
+        finally:
+            loop.fail_waiting(self._ended or "the graded suite stopped")
+
+
+class _SubmissionLoop:
+    """The test loop of a ``SuiteSession``: every collected test, once per submission."""
+
+    def __init__(self, jobs: queue.SimpleQueue, collector: Collector):
+        self.jobs = jobs
+        self.collector = collector
+        self.usage_error = (
+            ""  # why the suite refused to run (pytest prints it nowhere here)
         )
-    tests = sorted(collector.results.values(), key=lambda t: (t.part, t.nodeid))
-    return tests, collector.hw
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection_modifyitems(self):
+        try:
+            return (yield)
+        except pytest.UsageError as exc:
+            self.usage_error = str(exc)
+            raise
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        if self.collector.errors:
+            return None  # pytest's own loop reports them; the session ends
+        while (job := self.jobs.get()) is not None:
+            try:
+                job.results = self._run(session, job)
+            except Exception as exc:  # noqa: BLE001 - the submission's problem, not the loop's
+                job.error = f"the graded suite failed: {type(exc).__name__}: {exc}"
+            finally:
+                job.done.set()
+        return True
+
+    def _run(self, session, job: _Job) -> list[TestResult]:
+        session.config.option.submission = str(job.root)
+        self.collector.scrub = job.scrub
+        self.collector.results = {}
+        self.collector.hw = None
+        items = session.items
+        for item, nextitem in zip(items, [*items[1:], None], strict=True):
+            item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+        return _sorted(self.collector.results)
+
+    def fail_waiting(self, reason: str) -> None:
+        """Fail the submissions still waiting when the session ended."""
+        while True:
+            try:
+                job = self.jobs.get_nowait()
+            except queue.Empty:
+                return
+            if job is not None:
+                job.error = reason
+                job.done.set()

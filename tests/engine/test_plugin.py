@@ -9,11 +9,13 @@ why. And a pytest plugin that happens to be installed takes no part in a grade.
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from autograder.points import PARTS
+from autograder.protocol import PACKAGE
 
 pytest_plugins = ["pytester"]
 
@@ -112,6 +114,13 @@ def test_a_pytest_plugin_installed_on_the_machine_changes_no_grade(
         "[pytest11]\neverything = everything_passes\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    stubs = REPO / "assignments"
-    tests, _ = run_graded_suite(stubs, ["-k", "part2"], [])
+    # The stubs run in this process: the package modules of earlier in-process runs (the graded
+    # tests' own submission) come back afterwards.
+    saved = {k: v for k, v in sys.modules.items() if k.split(".")[0] == PACKAGE}
+    try:
+        tests, _ = run_graded_suite(REPO / "assignments", ["-k", "part2"], [])
+    finally:
+        for name in [k for k in sys.modules if k.split(".")[0] == PACKAGE]:
+            del sys.modules[name]
+        sys.modules.update(saved)
     assert tests and not any(t.passed for t in tests)
