@@ -12,6 +12,7 @@ import io
 import os
 import queue
 import re
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,9 +177,10 @@ def student_frame(traceback_text: str) -> str | None:
 
 
 def _argv(root: Path, args: list[str]) -> list[str]:
-    argv = [str(GRADED_DIR), "-p", "no:cacheprovider"]
-    # No gc-heavy unraisable-exception hook (and no tracebacks: see _NoTracebacks).
-    argv += ["-p", "no:unraisableexception"]
+    argv = [str(GRADED_DIR), "-q", "-p", "no:cacheprovider"]
+    # --tb=no and no gc-heavy unraisable-exception hook: pytest's own failure reports (source
+    # excerpts) are never shown, and they cost more than the tests.
+    argv += ["--tb=no", "-p", "no:unraisableexception"]
     # No logging plugin: nothing reads captured log records, and its handlers around every
     # test phase cost a tenth of the grading side's time.
     argv += ["-p", "no:logging"]
@@ -188,13 +190,21 @@ def _argv(root: Path, args: list[str]) -> list[str]:
     return [*argv, "--rootdir", str(REPO), "--submission", str(root), *args]
 
 
-class _NoTracebacks:
-    """pytest's own failure reports (source excerpts) are never shown, and they cost more than
-    the tests: ``--tb=no``, which needs the terminal plugin a ``SuiteSession`` goes without."""
+class _TerminalInto:
+    """pytest's terminal reporter writes into ``output``: it is kept (assertion messages need
+    it) while ``sys.stdout`` stays the caller's. The reporter takes the ``sys.stdout`` of when
+    it is made (``pytest_configure``)."""
 
-    @staticmethod
-    def pytest_configure(config):
-        config.option.tbstyle = "no"
+    def __init__(self, output):
+        self.output = output
+        self.saved = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self):
+        self.saved, sys.stdout = sys.stdout, self.output
+
+    def pytest_sessionstart(self):
+        sys.stdout = self.saved
 
 
 def _without_installed_plugins():
@@ -225,7 +235,7 @@ def run_suite(
     ``collector``: one made by the caller, to read more of the run (``Collector.collected``).
     """
     collector = collector or Collector(scrub)
-    argv = [*_argv(root, args), "-q", "--capture=sys", "--tb=no"]
+    argv = [*_argv(root, args), "--capture=sys"]
     output = io.StringIO()
     with (
         contextlib.redirect_stdout(output),
@@ -260,7 +270,8 @@ class SuiteSession:
     submission by ``run_suite``. Here one ``pytest.main`` runs in a thread of its own; its test
     loop takes submissions from a queue and runs every collected test against each, tearing the
     session's fixtures down after the last (the ``hw`` of one submission never serves the next).
-    Only student code in the sandbox prints, so pytest here captures and prints nothing.
+    Only student code in the sandbox prints, so nothing is captured; pytest's own report goes
+    into a buffer.
     """
 
     def __init__(self, args: list[str], plugins: list | None = None):
@@ -296,12 +307,14 @@ class SuiteSession:
     def _main(self) -> None:
         collector = Collector([])
         loop = _SubmissionLoop(self._jobs, collector)
-        argv = [*_argv(Path(REPO), self._args), "--capture=no", "-p", "no:terminal"]
+        argv = [*_argv(Path(REPO), self._args), "--capture=no"]
+        output = io.StringIO()
         try:
             with _without_installed_plugins():
-                plugins = [collector, loop, _NoTracebacks, *self._plugins]
+                plugins = [collector, loop, _TerminalInto(output), *self._plugins]
                 code = pytest.main(argv, plugins=plugins)
-            self._ended = str(_suite_error(code, collector, loop.usage_error))
+            detail = loop.usage_error or output.getvalue()
+            self._ended = str(_suite_error(code, collector, detail))
         finally:
             loop.fail_waiting(self._ended or "the graded suite stopped")
 
@@ -312,9 +325,8 @@ class _SubmissionLoop:
     def __init__(self, jobs: queue.SimpleQueue, collector: Collector):
         self.jobs = jobs
         self.collector = collector
-        self.usage_error = (
-            ""  # why the suite refused to run (pytest prints it nowhere here)
-        )
+        # Why the suite refused to run (pytest prints it to stderr).
+        self.usage_error = ""
 
     @pytest.hookimpl(wrapper=True)
     def pytest_collection_modifyitems(self):
