@@ -1,8 +1,9 @@
 """Run the graded suite programmatically and read each test's outcome.
 
-``autograder check`` (a student's in-process run of the public tests) and ``autograder.grade``
-(sandboxed runs) both run the suite through ``run_suite``. This module ships in the student
-handout, so it needs nothing beyond pytest and the protocol.
+``autograder check`` (a student's in-process run of the public tests) runs it once through
+``run_suite``; ``autograder.grade`` (sandboxed runs) through a ``SuiteSession``, which collects it
+once per grading process. This module ships in the student handout, so it needs nothing beyond
+pytest and the protocol.
 """
 
 from __future__ import annotations

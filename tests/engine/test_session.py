@@ -1,0 +1,57 @@
+"""``runner.SuiteSession``: the suite collected once per grading process, then run against one
+submission after another, must grade each exactly as a run of its own does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autograder.release import SOLUTIONS
+from autograder.runner import SuiteError, SuiteSession, run_suite
+from autograder.sandbox import Limits, LimitsPlugin
+from autograder.zoo.mutants import CATALOGUE, apply
+
+REPO = Path(__file__).resolve().parents[2]
+#: Sandboxed, on the parts the mutant below breaks (and one it does not).
+ARGS = ["--isolate", "-k", "part1 or part2"]
+
+
+def outcomes(tests) -> list[tuple[str, bool, str]]:
+    return [(t.nodeid, t.passed, t.message) for t in tests]
+
+
+def test_one_session_grades_each_submission_as_a_run_of_its_own(tmp_path):
+    mutant = next(m for m in CATALOGUE if m.name == "mask-after-softmax")
+    # The reference twice: nothing of the stubs or the mutant graded between reaches it.
+    roots = [
+        REPO / "solutions",
+        REPO / "assignments",
+        apply(mutant, SOLUTIONS, tmp_path / "mutant"),
+        REPO / "solutions",
+    ]
+    session = SuiteSession(ARGS, [LimitsPlugin(Limits())])
+    try:
+        together = [outcomes(session.run(root, [])) for root in roots]
+    finally:
+        session.close()
+    apart = [
+        outcomes(run_suite(root, ARGS, [], [LimitsPlugin(Limits())])[0])
+        for root in roots
+    ]
+    assert together == apart
+    reference, stubs, wrong, _ = together
+    assert reference and all(passed for _, passed, _ in reference)
+    assert not any(passed for _, passed, _ in stubs)
+    diagnosed = [m for _, passed, m in wrong if not passed and "mask" in m]
+    assert diagnosed, "the mutant loses points with its diagnosis"
+
+
+def test_a_suite_that_cannot_run_fails_every_submission_with_the_reason():
+    session = SuiteSession(["--no-such-option"])
+    try:
+        for _ in range(2):
+            with pytest.raises(SuiteError, match="did not run"):
+                session.run(REPO / "solutions", [])
+    finally:
+        session.close()
