@@ -39,10 +39,11 @@ def source(tmp_path_factory) -> Path:
     return folder / "source"
 
 
-def run_autograder(
+def start_autograder(
     source: Path, root: Path, upload: dict[str, str], python: str = sys.executable
-) -> dict:
-    """Lay out ``root`` as Gradescope does, with ``upload`` as the submission; its results."""
+) -> subprocess.Popen:
+    """Lay out ``root`` as Gradescope does, with ``upload`` as the submission, and start
+    ``run_autograder`` there."""
     (root / "submission").mkdir(parents=True)
     (root / "source").symlink_to(source)
     for name, text in upload.items():
@@ -53,10 +54,47 @@ def run_autograder(
         "AUTOGRADER_PYTHON": python,
         "AUTOGRADER_ARGS": f"-k {KEYWORD}",
     }
-    subprocess.run(
-        ["bash", str(source / "run_autograder")], env=env, check=True, timeout=600
+    return subprocess.Popen(["bash", str(source / "run_autograder")], env=env)
+
+
+@pytest.fixture(scope="module")
+def results(source, tmp_path_factory) -> dict[str, dict]:
+    """The results of each upload the tests below look at, graded at once: each
+    ``run_autograder`` starts Python, torch and a sandbox, mostly waiting, so side by side they
+    take little more than one alone."""
+    runs = tmp_path_factory.mktemp("runs")
+    mutant = apply(MUTANT, SOLUTIONS, runs / "mutant") / PACKAGE
+    uploads = {
+        "reference": (package(), sys.executable),
+        "mutant": (package(solutions=mutant), sys.executable),
+        "extra folder": (
+            package("hw3/transformer_hw")
+            | {"hw3/notes/ideas.md": "# notes\n", "notes/x.py": "x = 1\n"},
+            sys.executable,
+        ),
+        "two packages": (
+            package("mine/transformer_hw") | package("backup/transformer_hw"),
+            sys.executable,
+        ),
+        "empty": ({"README.txt": "hello\n"}, sys.executable),
+        "cannot start": (package(), "false"),
+    }
+    started = {
+        name: start_autograder(source, runs / name, upload, python)
+        for name, (upload, python) in uploads.items()
+    }
+    # The mutant graded by `autograder grade` too, meanwhile: both must give one score.
+    command = ["grade", str(mutant.parent), "--out", str(runs / "grade"), "-k", KEYWORD]
+    alone = subprocess.Popen([sys.executable, "-m", "autograder", *command], cwd=REPO)
+    found = {}
+    for name, process in started.items():
+        assert process.wait(timeout=600) == 0, name
+        found[name] = json.loads((runs / name / "results" / "results.json").read_text())
+    assert alone.wait(timeout=600) == 0
+    found["mutant graded alone"] = json.loads(
+        (runs / "grade" / "mutant" / "results.json").read_text()
     )
-    return json.loads((root / "results" / "results.json").read_text())
+    return found
 
 
 def package(folder: str = PACKAGE, solutions: Path = SOLUTIONS) -> dict[str, str]:
@@ -93,51 +131,45 @@ def test_the_unpacked_grader_gets_the_bubblewrap_boundary(source):
     assert found.stdout.strip() == "True"
 
 
-def test_the_reference_gets_full_marks(source, tmp_path):
-    results = run_autograder(source, tmp_path, package())
-    assert gradescope.results_problems(results) == []
-    assert results["score"] == PARTS[4].points
-    assert {t["visibility"] for t in results["tests"]} == {"visible", "after_published"}
-
-
-def test_a_mutant_gets_its_autograder_grade_score(source, tmp_path, graded_batch):
-    _, out = graded_batch
-    expected = json.loads((out / MUTANT.name / "results.json").read_text())["score"]
-    mutant = apply(MUTANT, SOLUTIONS, tmp_path / "mutant") / PACKAGE
-    results = run_autograder(source, tmp_path / "root", package(solutions=mutant))
-    assert results["score"] == expected < PARTS[4].points
-
-
-def test_an_extra_folder_beside_the_package_is_ignored(source, tmp_path):
-    upload = package("hw3/transformer_hw") | {
-        "hw3/notes/ideas.md": "# notes\n",
-        "notes/x.py": "x = 1\n",
+def test_the_reference_gets_full_marks(results):
+    reference = results["reference"]
+    assert gradescope.results_problems(reference) == []
+    assert reference["score"] == PARTS[4].points
+    assert {t["visibility"] for t in reference["tests"]} == {
+        "visible",
+        "after_published",
     }
-    results = run_autograder(source, tmp_path, upload)
-    assert results["score"] == PARTS[4].points
 
 
-def test_two_packages_in_one_upload_are_a_reported_problem(source, tmp_path):
-    upload = package("mine/transformer_hw") | package("backup/transformer_hw")
-    results = run_autograder(source, tmp_path, upload)
-    assert results["score"] == 0 and results["tests"] == []
+def test_a_mutant_gets_its_autograder_grade_score(results):
+    expected = results["mutant graded alone"]["score"]
+    assert results["mutant"]["score"] == expected < PARTS[4].points
+
+
+def test_an_extra_folder_beside_the_package_is_ignored(results):
+    assert results["extra folder"]["score"] == PARTS[4].points
+
+
+def test_two_packages_in_one_upload_are_a_reported_problem(results):
+    two = results["two packages"]
+    assert two["score"] == 0 and two["tests"] == []
     assert re.search(
         r"2 candidate packages \(backup/transformer_hw, mine/transformer_hw\)",
-        results["output"],
+        two["output"],
     )
 
 
-def test_an_empty_upload_says_what_to_upload(source, tmp_path):
-    results = run_autograder(source, tmp_path, {"README.txt": "hello\n"})
-    assert results["score"] == 0
-    assert "upload your transformer_hw/ folder" in results["output"]
-    assert "attention.py" in results["output"]
+def test_an_empty_upload_says_what_to_upload(results):
+    empty = results["empty"]
+    assert empty["score"] == 0
+    assert "upload your transformer_hw/ folder" in empty["output"]
+    assert "attention.py" in empty["output"]
 
 
-def test_a_grader_that_cannot_start_still_leaves_results(source, tmp_path):
-    results = run_autograder(source, tmp_path, package(), python="false")
-    assert results["score"] == 0 and results["tests"] == []
-    assert "could not grade this submission" in results["output"]
+def test_a_grader_that_cannot_start_still_leaves_results(results):
+    failed = results["cannot start"]
+    assert failed["score"] == 0 and failed["tests"] == []
+    assert "could not grade this submission" in failed["output"]
 
 
 def pinned(name: str) -> str:
