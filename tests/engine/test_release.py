@@ -106,18 +106,62 @@ def test_handout_has_stubs_public_tests_and_no_answers(handout):
     ]
 
 
-def run_pytest(submission: Path, tests: str, cwd: Path, *more: str):
-    """``pytest tests`` on ``submission``, run from ``cwd`` in a fresh process."""
+class Run:
+    """A command started in a fresh process, its output kept in a file."""
+
+    def __init__(self, command: list[str], cwd: Path, log: Path, env=None):
+        self.log = log
+        with open(log, "w") as out:
+            self.process = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+
+    def finish(self) -> tuple[int, str]:
+        """The exit status and the output."""
+        code = self.process.wait(timeout=900)
+        return code, self.log.read_text(encoding="utf-8", errors="replace")
+
+
+def start_pytest(submission: Path, tests: str, cwd: Path, log: Path, *more: str) -> Run:
+    """``pytest tests`` on ``submission``, run from ``cwd``."""
     command = [sys.executable, "-m", "pytest", tests, "-q", "-p", "no:cacheprovider"]
-    command += ["--submission", str(submission), *more]
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+    return Run([*command, "--submission", str(submission), *more], cwd, log)
 
 
-def test_the_stored_answers_pass_the_reference(handout):
+@pytest.fixture(scope="module")
+def runs(handout, tmp_path_factory) -> dict:
+    """The module's three slow runs, side by side (each mostly starts Python and torch): the
+    graded suite on the stubs, the handout's public tests on the reference, and the handout's
+    README as a student runs it. ``{name: (status, output)}``, and the stubs' JUnit report."""
+    folder = tmp_path_factory.mktemp("runs")
+    report = folder / "stubs.xml"
+    started = {
+        "stubs": start_pytest(
+            ASSIGNMENTS.parent,
+            "tests/graded",
+            REPO,
+            folder / "stubs.log",
+            f"--junitxml={report}",
+        ),
+        "answers": start_pytest(
+            REPO / "solutions", "tests", handout.with_suffix(""), folder / "answers.log"
+        ),
+        "readme": start_readme(handout, folder / "student"),
+    }
+    found = {name: run.finish() for name, run in started.items()}
+    return found | {"report": report, "student": folder / "student"}
+
+
+def test_the_stored_answers_pass_the_reference(runs):
     """In the handout the public tests read stored values: the reference passes them all."""
-    done = run_pytest(REPO / "solutions", "tests", handout.with_suffix(""))
-    summary = done.stdout.strip().splitlines()[-1]
-    assert done.returncode == 0 and "passed" in summary, done.stdout[-3000:]
+    code, out = runs["answers"]
+    summary = out.strip().splitlines()[-1]
+    assert code == 0 and "passed" in summary, out[-3000:]
     assert "skipped" not in summary and "error" not in summary, summary
 
 
@@ -127,8 +171,9 @@ def readme_commands(readme: str) -> list[str]:
     return [line for block in blocks for line in block.splitlines() if line.strip()]
 
 
-def test_every_readme_command_works_from_the_unpacked_zip(handout, tmp_path):
-    """A student's path: unpack the zip, run every command block of its README in order.
+def start_readme(handout: Path, where: Path) -> Run:
+    """A student's path: unpack the zip into ``where``, run every command block of its README
+    in order.
 
     The README makes a virtual environment and installs torch into it. To stay lean (no copy of
     torch, no network) the new environment is seeded, right after the README makes it, with a
@@ -138,8 +183,8 @@ def test_every_readme_command_works_from_the_unpacked_zip(handout, tmp_path):
     configured with). pip may install into that environment only.
     """
     with zipfile.ZipFile(handout) as archive:
-        archive.extractall(tmp_path)
-    folder = tmp_path / "handout"
+        archive.extractall(where)
+    folder = where / "handout"
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     seed = f".venv/lib/{version}/site-packages/_reuse.pth"
     commands = readme_commands((folder / "README.md").read_text(encoding="utf-8"))
@@ -158,16 +203,14 @@ def test_every_readme_command_works_from_the_unpacked_zip(handout, tmp_path):
     }
     env["PATH"] = f"{Path(sys.base_prefix) / 'bin'}:{env['PATH']}"
     env["PIP_REQUIRE_VIRTUALENV"] = "1"
-    done = subprocess.run(
-        ["bash", "-c", script],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=900,
-    )
-    out = done.stdout
+    return Run(["bash", "-c", script], folder, where / "readme.log", env)
+
+
+def test_every_readme_command_works_from_the_unpacked_zip(runs, handout, tmp_path):
+    """A student's path (``start_readme``): every command of the README works."""
+    _, out = runs["readme"]
+    folder = runs["student"] / "handout"
+    commands = readme_commands((folder / "README.md").read_text(encoding="utf-8"))
     codes = [int(c) for c in re.findall(r"^__rc__ (\d+)$", out, re.MULTILINE)]
     ran = [c for c in commands if "activate" not in c]
     failed = [
@@ -175,7 +218,7 @@ def test_every_readme_command_works_from_the_unpacked_zip(handout, tmp_path):
         for c, rc in zip(ran, codes, strict=True)
         if rc != 0 and not (c.startswith("pytest") and rc == 1)  # failing tests: stubs
     ]
-    assert not failed, out[-4000:] + done.stderr[-2000:]
+    assert not failed, out[-6000:]
     assert (folder / ".venv" / "bin" / "autograder").is_file()
     assert "usage: autograder [-h] {check}" in out  # the CLI offers only what ships
     assert "Public tests: 0/" in out and "Hidden tests: " in out
@@ -219,13 +262,12 @@ def test_handout_refuses_a_non_empty_folder(tmp_path):
         build_handout(tmp_path)
 
 
-def test_every_graded_test_fails_against_the_stubs(tmp_path):
-    """The stubs earn nothing: run the whole graded suite against assignments/."""
-    report = tmp_path / "stubs.xml"
-    done = run_pytest(ASSIGNMENTS.parent, "tests/graded", REPO, f"--junitxml={report}")
-    cases = list(ET.parse(report).getroot().iter("testcase"))
+def test_every_graded_test_fails_against_the_stubs(runs):
+    """The stubs earn nothing: the whole graded suite run against assignments/."""
+    code, out = runs["stubs"]
+    cases = list(ET.parse(runs["report"]).getroot().iter("testcase"))
     # Exit 1 is "tests failed"; no test collected (5) or a collection error must fail here.
-    assert cases and done.returncode == 1, done.stdout[-2000:]
+    assert cases and code == 1, out[-2000:]
     passed = [c.get("name") for c in cases if not list(c)]
     assert not passed, f"tests passing against the stubs: {passed}"
 
