@@ -4,8 +4,7 @@ the outcome of every test.
 Why pytest in-process and repeated: the suite is ordinary pytest (fixtures, markers,
 hypothesis), and the expensive parts, importing torch and the test modules, collecting the
 suite and starting the sandbox's template, are paid once per grading process instead of once
-per submission. ``--jobs``
-runs several such processes side by side.
+per submission. ``--jobs`` runs several such processes side by side.
 
 Whatever goes wrong while grading one submission is that submission's problem: it comes back as
 a ``Graded`` with ``failed`` set and the reason among its problems, and the batch goes on.

@@ -1,10 +1,10 @@
 """Time-outs that cost a fixed charge: hangs are counted per function, not in seconds.
 
 A request that runs past its time kills the worker. Just before that, the worker writes its
-Python stacks (``faulthandler``) into a socket the grading side reads, boundedly (a dump left from
-an earlier request that only came close to its limit is dropped first); the grading side takes
-which student function the request entered (the outermost student frame: the same
-on every run, so grades stay deterministic). Each hung request fails on its own, and the
+Python stacks (``faulthandler``) into a socket the grading side reads, boundedly (a dump left
+from an earlier request that only came close to its limit is dropped first); the grading side
+takes which student function the request entered (the outermost student frame: the same on
+every run, so grades stay deterministic). Each hung request fails on its own, and the
 requests that do not hang still pass: a softmax that loops only on a fully masked row loses the
 tests that reach that row. Once a function has hung ``DISARM_AFTER`` times, every later worker
 replaces its code with one that raises ``TimeoutError`` at once, so callers of a function that

@@ -57,7 +57,7 @@ def template_main(fd: int) -> None:
     import torch.fx.experimental.symbolic_shapes  # noqa: F401 - torch.broadcast_shapes needs it
 
     # Imported here once, inherited by every worker: the executor, and the workers' Limits
-    # (autograder.sandbox brings pytest: 70 ms per worker otherwise).
+    # (autograder.sandbox brings pytest: a tenth of a second per worker otherwise).
     import autograder.executor
     import autograder.sandbox  # noqa: F401
     from autograder import tripwire
@@ -71,9 +71,8 @@ def template_main(fd: int) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     workers: dict[int, int | None] = {}  # pid -> its uid (None: the template's own)
-    killed: set[int] = (
-        set()
-    )  # workers ended on request, all their uid's processes with them
+    # Workers ended on request, and all their uid's processes with them.
+    killed: set[int] = set()
     needed = _needed_folders()  # once: every worker keeps them in its private /tmp
     # The garbage collector of a forked worker would otherwise visit, and so copy, every object
     # the template holds (torch's): a fifth of a second per worker.
