@@ -115,10 +115,11 @@ def _new_session(settings: Settings) -> SuiteSession:
     return SuiteSession(args, [sandbox.LimitsPlugin(limits)])
 
 
-def close_sessions() -> None:
-    """End this process's graded suites (their threads)."""
+def close_sessions(wait: bool = True) -> None:
+    """End this process's graded suites (their threads); ``wait``: for the submission under
+    way to be done."""
     while _SESSIONS:
-        _SESSIONS.popitem()[1].close()
+        _SESSIONS.popitem()[1].close(wait)
 
 
 # What a grade depends on ------------------------------------------------------------------------
@@ -247,7 +248,19 @@ def _init_process(settings: Settings) -> None:
 
 
 def _grade_in_pool(name: str, source: str) -> Graded:
-    return grade_one(name, Path(source), _SETTINGS)
+    global _INTERRUPTED
+    # After Ctrl-C the pool still hands out the submissions it had queued: none is graded.
+    if _INTERRUPTED:
+        raise KeyboardInterrupt
+    try:
+        return grade_one(name, Path(source), _SETTINGS)
+    except KeyboardInterrupt:
+        _INTERRUPTED = True
+        close_sessions(wait=False)
+        raise
+
+
+_INTERRUPTED = False
 
 
 def grade_many(submissions: list[tuple[str, Path]], settings: Settings, jobs: int):
@@ -257,8 +270,10 @@ def grade_many(submissions: list[tuple[str, Path]], settings: Settings, jobs: in
         try:
             for name, source in submissions:
                 yield name, grade_one(name, source, settings)
-        finally:
-            close_sessions()
+        except BaseException:
+            close_sessions(wait=False)  # Ctrl-C: not after the submission under way
+            raise
+        close_sessions()
         return
     unfinished = yield from _in_pool(submissions, settings, jobs)
     # A grading process died: grade the rest one process each, so only the culprit loses.

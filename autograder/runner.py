@@ -300,10 +300,13 @@ class SuiteSession:
             raise SuiteError(job.error)
         return job.results
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """End the session once the submission under way is done; without ``wait`` (after an
+        interrupt) return at once: the thread is a daemon, it ends with the process."""
         if self._thread is not None and self._thread.is_alive():
             self._jobs.put(None)
-            self._thread.join()
+            if wait:
+                self._thread.join()
 
     def _main(self) -> None:
         collector = Collector([])

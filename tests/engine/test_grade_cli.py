@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
+import signal
 import stat
+import subprocess
+import sys
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -18,6 +23,8 @@ import pytest
 from autograder import cli, grade, report
 from autograder.check import TestResult as Outcome
 from autograder.points import PARTS, TOTAL_POINTS
+from autograder.protocol import PACKAGE
+from autograder.release import SOLUTIONS
 
 from .conftest import KEYWORD, MUTANT
 
@@ -282,3 +289,40 @@ def test_the_one_package_of_an_upload_is_found_whatever_its_shape(tmp_path):
     assert source is None and "nothing to grade" in problem
     source, problem = grade.find_upload(upload("x/attention.py", "y.zip"))
     assert source is None and "2 candidate packages (x, y.zip)" in problem
+
+
+def test_ctrl_c_ends_a_batch_at_once_and_keeps_the_gradebook(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while the grading
+    processes wait on submissions whose softmax never returns: the command ends at once (going
+    on would take minutes of time-outs), says so, and writes the gradebook."""
+    batch = tmp_path / "batch"
+    for name in ("a", "b", "c"):
+        shutil.copytree(SOLUTIONS, batch / name / PACKAGE)
+        with open(batch / name / PACKAGE / "attention.py", "a") as f:
+            f.write("\n\ndef softmax(x, dim=-1):\n    while True:\n        pass\n")
+    out = tmp_path / "out"
+    # `autograder` with Python's own Ctrl-C handler: a shell may start a background command
+    # with SIGINT ignored (a terminal's foreground command has it).
+    argv = ["autograder", "grade", str(batch), "--out", str(out), "--jobs", "2"]
+    start = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        f"sys.argv = {[*argv, '--timeout', '60']!r}; "
+        "runpy.run_module('autograder', run_name='__main__', alter_sys=True)"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", start],
+        cwd=REPO,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    time.sleep(12)  # started, and most likely grading (an earlier Ctrl-C must work too)
+    os.killpg(process.pid, signal.SIGINT)
+    try:
+        output, _ = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130, output[-2000:]
+    assert "interrupted: what was graded is kept" in output
+    assert (out / "gradebook.csv").is_file()
