@@ -167,8 +167,11 @@ def run_ours(batch: Path, out: Path, jobs: int) -> tuple[float, dict[str, float]
     return wall, each
 
 
-def run_naive(staged: dict[str, Path], jobs: int) -> tuple[float, dict[str, float]]:
-    """Wall time of one in-process ``pytest`` per submission, ``jobs`` at a time."""
+def run_naive(
+    staged: dict[str, Path], jobs: int
+) -> tuple[float, float, dict[str, float]]:
+    """Wall time and CPU seconds of one in-process ``pytest`` per submission, ``jobs`` at a
+    time, and each submission's wall time."""
 
     def one(name: str) -> tuple[str, float]:
         command = [sys.executable, "-m", "pytest", str(GRADED_DIR), "-q"]
