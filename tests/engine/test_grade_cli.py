@@ -299,7 +299,9 @@ def test_ctrl_c_ends_a_batch_at_once_and_keeps_the_gradebook(tmp_path):
     for name in ("a", "b", "c"):
         shutil.copytree(SOLUTIONS, batch / name / PACKAGE)
         with open(batch / name / PACKAGE / "attention.py", "a") as f:
-            f.write("\n\ndef softmax(x, dim=-1):\n    while True:\n        pass\n")
+            # Asleep, not spinning: two spinning workers would take the machine's CPUs.
+            f.write("\n\nimport time\n\n\ndef softmax(x, dim=-1):\n")
+            f.write("    while True:\n        time.sleep(1)\n")
     out = tmp_path / "out"
     # `autograder` with Python's own Ctrl-C handler: a shell may start a background command
     # with SIGINT ignored (a terminal's foreground command has it).
@@ -317,7 +319,12 @@ def test_ctrl_c_ends_a_batch_at_once_and_keeps_the_gradebook(tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
     )
-    time.sleep(12)  # started, and most likely grading (an earlier Ctrl-C must work too)
+    deadline = time.monotonic() + 120
+    while not sandbox_workers_below(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(
+        2
+    )  # grading: its submissions' workers are under way, soon asleep in softmax
     os.killpg(process.pid, signal.SIGINT)
     try:
         output, _ = process.communicate(timeout=60)
@@ -326,3 +333,21 @@ def test_ctrl_c_ends_a_batch_at_once_and_keeps_the_gradebook(tmp_path):
     assert process.returncode == 130, output[-2000:]
     assert "interrupted: what was graded is kept" in output
     assert (out / "gradebook.csv").is_file()
+
+
+def sandbox_workers_below(pid: int) -> int:
+    """How many sandbox workers (children of a template process) run below ``pid``."""
+    parents, commands = {}, {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat_fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                commands[int(entry.name)] = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat_fields[1])
+    below, new = set(), {pid}
+    while new:
+        new = {p for p, parent in parents.items() if parent in new} - below
+        below |= new
+    return sum(b"template_main" in commands.get(parents[p], b"") for p in below)
