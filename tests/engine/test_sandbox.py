@@ -81,7 +81,7 @@ def test_a_crash_is_reported_and_the_next_call_gets_a_fresh_worker(tmp_path):
 
 
 def test_each_hang_fails_alone_until_the_function_is_disarmed(tmp_path, quick):
-    code = "def softmax(x, dim=-1):\n    while True:\n        pass\n"
+    code = "import time\n\n\ndef softmax(x, dim=-1):\n    while True:\n        time.sleep(1)\n"
     q = torch.randn(1, 2, 4)
     with IsolatedSubmission(submission(tmp_path, attention=code), limits=quick) as hw:
         for _ in range(hangs.DISARM_AFTER):
