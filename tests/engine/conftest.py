@@ -1,9 +1,11 @@
-"""Batches graded once per test session and shared by the engine's end-to-end tests."""
+"""Batches graded once per test session and shared by the engine's end-to-end tests, and the
+way those tests start whole processes."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,34 @@ EXAMPLES = REPO / "examples" / "submissions"
 #: Part 4 (RoPE): quick, and the example batch and the mutant below make mistakes there.
 KEYWORD = "part4"
 MUTANT = next(m for m in CATALOGUE if m.name == "rope-wrong-direction")
+
+
+class Run:
+    """A command started in a fresh process, its output kept in a file. Tests start their slow
+    commands side by side and finish them afterwards: each mostly starts Python and torch."""
+
+    def __init__(self, command: list[str], cwd: Path, log: Path, env=None):
+        self.log = log
+        with open(log, "w") as out:
+            self.process = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+
+    def finish(self) -> tuple[int, str]:
+        """The exit status and the output."""
+        code = self.process.wait(timeout=900)
+        return code, self.log.read_text(encoding="utf-8", errors="replace")
+
+    def output(self) -> str:
+        """The output of a command that must succeed."""
+        code, out = self.finish()
+        assert code == 0, out[-3000:]
+        return out
 
 
 @pytest.fixture(scope="session")

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from autograder.points import PARTS, TOTAL_POINTS
+
+from .conftest import Run
 
 REPO = Path(__file__).resolve().parents[2]
 N = max(PARTS) + 1
@@ -114,22 +115,6 @@ def checklist() -> list[str]:
     return re.findall(r"^\d+\. `([^`]+)`", section, re.MULTILINE)
 
 
-def start(copy: Path, *args: str) -> subprocess.Popen:
-    """A command of the copy, importing the copy's own ``autograder`` and tests."""
-    return subprocess.Popen(
-        [sys.executable, *args],
-        cwd=copy,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def succeeded(command: subprocess.Popen) -> None:
-    output, _ = command.communicate(timeout=600)
-    assert command.returncode == 0, output[-3000:]
-
-
 def test_the_checklist_names_what_a_new_part_needs(tmp_path):
     assert checklist() == list(EDITS)
     copy = tmp_path / "repo"
@@ -142,15 +127,17 @@ def test_the_checklist_names_what_a_new_part_needs(tmp_path):
         path.write_text(edit(path.read_text() if path.exists() else None))
 
     # The README's table and the part's modules agree with PARTS; the suite's points add up.
-    # Side by side with the grading: each mostly starts Python and torch.
-    checks = start(copy, "-c", SUITE_CHECKS)
+    # Side by side with the grading; each imports the copy's own `autograder` and tests.
+    checks = Run([sys.executable, "-c", SUITE_CHECKS], copy, tmp_path / "checks.log")
     grade = ["grade", "solutions", ALICE_DIR, "--out", "grades", "-k", f"part{N}"]
-    grading = start(copy, "-m", "autograder", *grade)
+    grading = Run(
+        [sys.executable, "-m", "autograder", *grade], copy, tmp_path / "grade.log"
+    )
     try:
-        succeeded(checks)
-        succeeded(grading)
+        checks.output()
+        grading.output()
     finally:
-        grading.kill()  # nothing left running when the checks failed
+        grading.process.kill()  # nothing left running when the checks failed
     for name in ("solutions", "alice_alternative_style"):
         results = json.loads((copy / "grades" / name / "results.json").read_text())
         assert results["score"] == POINTS, name

@@ -322,9 +322,8 @@ def test_ctrl_c_ends_a_batch_at_once_and_keeps_the_gradebook(tmp_path):
     deadline = time.monotonic() + 120
     while not sandbox_workers_below(process.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    time.sleep(
-        2
-    )  # grading: its submissions' workers are under way, soon asleep in softmax
+    # Grading: its submissions' workers are under way, soon asleep in softmax.
+    time.sleep(2)
     os.killpg(process.pid, signal.SIGINT)
     try:
         output, _ = process.communicate(timeout=60)

@@ -19,6 +19,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from .conftest import Run
+
 REPO = Path(__file__).resolve().parents[2]
 #: A fast property test whose draws a local constant has been seen to change.
 PROPERTY_TEST = (
@@ -84,30 +86,23 @@ def test_pyproject_pins_the_hypothesis_installed():
     assert mine == [importlib.metadata.version("hypothesis")]
 
 
-def start_drawing(*args: str) -> subprocess.Popen:
+def start_drawing(log: Path, *args: str) -> Run:
     """The property test in a pytest process of its own, printing what it draws."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "pytest", PROPERTY_TEST, "-q", "-s"]
-        + ["--hypothesis-verbosity=verbose", "-p", "no:cacheprovider", *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    command = [sys.executable, "-m", "pytest", PROPERTY_TEST, "-q", "-s"]
+    command += ["--hypothesis-verbosity=verbose", "-p", "no:cacheprovider", *args]
+    return Run(command, REPO, log)
 
 
-def drawn_examples(run: subprocess.Popen) -> list[str]:
-    output, _ = run.communicate(timeout=600)
-    assert run.returncode == 0, output[-2000:]
-    return re.findall(r"^\s+(?:seed|t_q|t_k)=.*$", output, re.MULTILINE)
+def drawn_examples(run: Run) -> list[str]:
+    return re.findall(r"^\s+(?:seed|t_q|t_k)=.*$", run.output(), re.MULTILINE)
 
 
-def test_in_process_and_isolated_runs_draw_identical_examples():
-    # Side by side: each run mostly starts Python and torch.
-    in_process, isolated = start_drawing(), start_drawing("--isolate")
+def test_in_process_and_isolated_runs_draw_identical_examples(tmp_path):
+    in_process = start_drawing(tmp_path / "in-process.log")
+    isolated = start_drawing(tmp_path / "isolated.log", "--isolate")
     try:
         drawn = drawn_examples(in_process)
         assert len(drawn) >= 3 * 4
         assert drawn_examples(isolated) == drawn
     finally:
-        isolated.kill()  # nothing left running when the first run failed
+        isolated.process.kill()  # nothing left running when the first run failed

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import site
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 import zipfile
@@ -28,6 +27,8 @@ from autograder.release import (
     strip_hidden_tests,
     stub_files,
 )
+
+from .conftest import Run
 
 
 def test_assignments_are_generated_from_solutions():
@@ -104,27 +105,6 @@ def test_handout_has_stubs_public_tests_and_no_answers(handout):
         for n in names
         if "solutions" in n or "mutants" in n or "sandbox" in n or "oracles" in n
     ]
-
-
-class Run:
-    """A command started in a fresh process, its output kept in a file."""
-
-    def __init__(self, command: list[str], cwd: Path, log: Path, env=None):
-        self.log = log
-        with open(log, "w") as out:
-            self.process = subprocess.Popen(
-                command,
-                cwd=cwd,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-
-    def finish(self) -> tuple[int, str]:
-        """The exit status and the output."""
-        code = self.process.wait(timeout=900)
-        return code, self.log.read_text(encoding="utf-8", errors="replace")
 
 
 def start_pytest(submission: Path, tests: str, cwd: Path, log: Path, *more: str) -> Run:
