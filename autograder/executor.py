@@ -72,6 +72,14 @@ class Executor:
             return self._resolve(name)(*args, **kwargs)
         if op == "new":
             return (LIBRARY_CLASSES.get(name) or self._resolve(name))(*args, **kwargs)
+        if op == "build":
+            new_args, new_kwargs, to, state = args
+            built = self._dispatch("new", None, name, new_args, new_kwargs)
+            if to:
+                built.to(**to)
+            if state is not None:
+                load_state(built, state)
+            return built
         if op == "seed":
             (seed,) = args
             torch.manual_seed(seed)

@@ -247,6 +247,9 @@ def _worker_main(
         private = os.geteuid() == 0 and confine.private_scratch(
             limits.tmp_bytes, limits.shm_bytes, needed
         )
+        if config.get("cpu") is not None:  # the CPU of the thread it answers
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, {config["cpu"]})
         root = PRIVATE_ROOT if private else shared_folder(os.getpid())
         _write_files(sock, root)
         wire.send(sock, {"root": str(root)})

@@ -53,6 +53,18 @@ def test_results_are_plain_tensors_and_objects_stay_behind_handles(tmp_path):
         assert set(layer.state_dict()) == {"weight", "bias"}
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing to pair")
+def test_the_worker_runs_on_the_cpu_of_the_thread_it_answers(tmp_path):
+    code = "import os\n\n\ndef cpus():\n    return sorted(os.sched_getaffinity(0))\n"
+    allowed = os.sched_getaffinity(0)
+    with IsolatedSubmission(submission(tmp_path, masks=code)) as hw:
+        worker = hw.call("masks.cpus")
+        assert len(worker) == 1 and os.sched_getaffinity(0) == set(worker)
+    assert (
+        os.sched_getaffinity(0) == allowed
+    )  # every CPU back once the submission is done
+
+
 def test_errors_carry_student_frames_without_temporary_paths(tmp_path):
     hw = IsolatedSubmission(submission(tmp_path))
     with hw, pytest.raises(StudentError) as caught:

@@ -105,11 +105,18 @@ def new_lm(
     ``kw`` may override the small model's ``d_model``, ``n_heads`` and ``d_ff``.
     """
     sizes = {"d_model": D, "n_heads": H, "d_ff": FF} | kw
-    m = hw.new("charlm.CharLM", vocab, n_layers=n_layers, max_len=max_len, **sizes)
-    m.call("to", device=hw.device, dtype=dtype)
     shapes = lm_shapes(vocab, sizes["d_model"], n_layers, sizes["d_ff"], max_len)
     state = lm_state(shapes, seed, dtype, hw.device)
-    m.load_state(state)
+    to = {"device": hw.device, "dtype": dtype}
+    m = hw.build(
+        "charlm.CharLM",
+        vocab,
+        n_layers=n_layers,
+        max_len=max_len,
+        to=to,
+        state=state,
+        **sizes,
+    )
     return m, state
 
 

@@ -51,10 +51,9 @@ def mha_weights(d_model: int, seed: int, bias: bool = True) -> dict:
 def student_mha(hw, sd: dict, n_heads: int, dtype=torch.float64, bias: bool = True):
     """A student MultiHeadAttention on the device in ``dtype`` holding ``sd``."""
     d_model = sd["q_proj.weight"].shape[0]
-    m = hw.new(MHA, d_model, n_heads, bias=bias)
-    m.call("to", device=hw.device, dtype=dtype)
-    m.load_state({k: v.to(hw.device, dtype) for k, v in sd.items()})
-    return m
+    state = {k: v.to(hw.device, dtype) for k, v in sd.items()}
+    to = {"device": hw.device, "dtype": dtype}
+    return hw.build(MHA, d_model, n_heads, bias=bias, to=to, state=state)
 
 
 def check_mha(

@@ -57,11 +57,8 @@ def block_state(seed, device):
 
 def new_module(hw, name, *args, dtype=F64, state=None, **kwargs):
     """Construct, move to the test's device and dtype, then load ``state`` (names fixed by SPEC)."""
-    module = hw.new(name, *args, **kwargs)
-    module.call("to", device=hw.device, dtype=dtype)
-    if state is not None:
-        module.load_state(state)
-    return module
+    to = {"device": hw.device, "dtype": dtype}
+    return hw.build(name, *args, to=to, state=state, **kwargs)
 
 
 def check_parameters(module, expected, what):

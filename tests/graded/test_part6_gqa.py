@@ -55,10 +55,9 @@ AT_ZERO = (
 
 
 def new_gqa(hw, sd, *args, dtype=F64):
-    module = hw.new("gqa.GroupedQueryAttention", *args)
-    module.call("to", device=hw.device, dtype=dtype)
-    module.load_state({k: v.to(dtype) for k, v in sd.items()})
-    return module
+    state = {k: v.to(dtype) for k, v in sd.items()}
+    to = {"device": hw.device, "dtype": dtype}
+    return hw.build("gqa.GroupedQueryAttention", *args, to=to, state=state)
 
 
 def decode(hw, gqa, x, chunks, n_cache_heads, d_h, max_len, dtype=F64):
@@ -449,9 +448,10 @@ def test_gqa_rope_base(hw):
     on a slice of a tensor (left unchanged) and cached decoding, again after
     KVCache.reset()."""
     sd = gqa_state(108, hw.device)
-    gqa = hw.new("gqa.GroupedQueryAttention", D, H, H_KV, rope_base=100.0)
-    gqa.call("to", device=hw.device, dtype=F64)
-    gqa.load_state(sd)
+    to = {"device": hw.device, "dtype": F64}
+    gqa = hw.build(
+        "gqa.GroupedQueryAttention", D, H, H_KV, rope_base=100.0, to=to, state=sd
+    )
     x = randn(B, T, D, seed=109, device=hw.device)  # (B, T, D)
     positions = torch.arange(T, device=hw.device)
     want = gqa_oracle(x, sd, positions=positions, base=100.0)

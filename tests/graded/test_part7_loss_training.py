@@ -162,10 +162,8 @@ def test_train_overfits_one_batch(hw):
     """A tiny model learns one batch of two names in 15 epochs; one dict per epoch."""
     vocab = len(CHARS) + 1
     hw.seed(0)
-    m = hw.new(
-        "charlm.CharLM", vocab, d_model=16, n_heads=2, n_layers=1, d_ff=32, max_len=16
-    )
-    m.call("to", device=hw.device)
+    sizes = {"d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32, "max_len": 16}
+    m = hw.build("charlm.CharLM", vocab, to={"device": hw.device}, **sizes)
     seqs = [encode(f"\n{n}\n") for n in NAMES[:2]]
     batch = tuple(t.to(hw.device) for t in batch_oracle(seqs, PAD))
     initial = corpus_mean(batch_losses(hw, m, [batch])).item()

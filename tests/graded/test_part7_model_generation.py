@@ -120,8 +120,7 @@ def test_charlm_initial_loss_near_log_vocab(hw):
     """
     vocab = len(CHARS) + 1
     hw.seed(0)
-    m = hw.new("charlm.CharLM", vocab)
-    m.call("to", device=hw.device)
+    m = hw.build("charlm.CharLM", vocab, to={"device": hw.device})
     inputs, targets = batch_oracle([encode(f"\n{n}\n") for n in NAMES[:8]], PAD)
     loss = ce(m(inputs.to(hw.device)), targets.to(hw.device), "mean").item()
     assert abs(loss - math.log(vocab)) < 0.5, (
