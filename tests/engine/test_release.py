@@ -160,7 +160,8 @@ def start_readme(handout: Path, where: Path) -> Run:
     ``.pth`` file naming this interpreter's site-packages, so torch and the other requirements
     are already there: the README's ``pip install`` lines find them satisfied, and
     ``pip install -e .`` installs only the handout itself (from the local wheels pip is
-    configured with). pip may install into that environment only.
+    configured with). pip may install into that environment only. The seeded packages'
+    commands are not there, so the environment gets pytest's (else another Python's would run).
     """
     with zipfile.ZipFile(handout) as archive:
         archive.extractall(where)
@@ -177,6 +178,10 @@ def start_readme(handout: Path, where: Path) -> Run:
         if command == commands[0]:
             paths = "\n".join(site.getsitepackages())
             lines.append(f"printf '%s\\n' '{paths}' > {seed}")
+            # The seeded packages come without their commands: pytest's, as pip makes it.
+            launcher = 'exec "$(dirname "$0")/python" -m pytest "$@"'
+            lines.append(f"printf '#!/bin/sh\\n%s\\n' '{launcher}' > .venv/bin/pytest")
+            lines.append("chmod +x .venv/bin/pytest")
     script = "\n".join(lines) + "\n"
     env = {
         k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")
