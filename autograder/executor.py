@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy
 import torch
 
-from autograder.protocol import PACKAGE, ErrorInfo, HandleRef, map_plain
+from autograder.points import PACKAGE
+from autograder.protocol import ErrorInfo, HandleRef, map_plain
 
 #: Objects a test may construct that are not part of the student package.
 LIBRARY_CLASSES = {"torch.Generator": torch.Generator}

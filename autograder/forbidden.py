@@ -18,8 +18,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.points import part_of_file
-from autograder.protocol import MODULES, PACKAGE
+from autograder.points import MODULES, PACKAGE, part_of_file
 
 SOFTMAX = frozenset(
     {"softmax", "_softmax", "Softmax", "Softmax2d", "softmin", "Softmin"}

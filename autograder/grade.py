@@ -17,10 +17,11 @@ import re
 import tempfile
 import time
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 
 from autograder import intake
-from autograder.protocol import PACKAGE
+from autograder.points import PACKAGE
 from autograder.runner import REPO, SuiteError, SuiteSession, TestResult
 
 __all__ = [
@@ -127,16 +128,16 @@ def close_sessions(wait: bool = True) -> None:
 
 def suite_digest(settings: Settings, repo: Path = REPO) -> str:
     """The suite a grade came from: the tests, the engine (points table included), the torch
-    version and the options that change results; any change regrades every submission."""
-    import torch
-
+    version and the options that change results; any change regrades every submission.
+    (torch's version is read from its metadata: importing torch here would cost the batch's
+    process seconds it does not otherwise spend.)"""
     digest = hashlib.sha256()
     files = [repo / "tests" / "conftest.py", *(repo / "tests" / "graded").rglob("*.py")]
     files += [p for p in (repo / "autograder").rglob("*.py") if "zoo" not in p.parts]
     for path in sorted(files):
         digest.update(f"{path.relative_to(repo).as_posix()}\0".encode())
         digest.update(hashlib.sha256(path.read_bytes()).digest())
-    options = (torch.__version__, settings.keyword, settings.hidden_visibility)
+    options = (version("torch"), settings.keyword, settings.hidden_visibility)
     digest.update(repr(options).encode())
     return digest.hexdigest()
 
@@ -236,15 +237,16 @@ _SETTINGS: Settings | None = None
 
 
 def _init_process(settings: Settings) -> None:
-    """Ready a grading process: one torch thread (the jobs share the cores), the template."""
+    """Ready a grading process: the template first (it starts torch in a process of its own
+    while this one imports torch), then one torch thread here (the jobs share the cores)."""
     global _SETTINGS
-    import torch
+    from autograder import template_client
 
-    from autograder import sandbox
+    template_client.start()
+    import torch
 
     _SETTINGS = settings
     torch.set_num_threads(1)
-    sandbox.start_template()
 
 
 def _grade_in_pool(name: str, source: str) -> Graded:

@@ -16,7 +16,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from autograder.protocol import MODULES, PACKAGE
+from autograder.points import MODULES, PACKAGE
 
 MAX_FILE = 512 * 1024  # bytes; the reference's largest module is a few KB
 MAX_DEPTH = 3  # folders above the package when it is the only one in the upload

@@ -1,6 +1,6 @@
 """The points table: the parts, their files and their weights. The one place they live.
 
-Everything else derives from ``PARTS``: the modules a submission holds (``protocol.MODULES``),
+Everything else derives from ``PARTS``: the modules a submission holds (``MODULES``),
 the gradebook's columns, the total, the suite's marker check and the README's points table.
 
 Dependencies are per test: every test of a part runs the code of the parts in its ``uses``
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,10 @@ PARTS = {
         Part(7, "Character-level language model", ("charlm.py",), (1, 2, 3, 5, 6), 20),
     )
 }
+
+#: The student's package, and its modules (besides ``__init__``), part by part.
+PACKAGE = "transformer_hw"
+MODULES = tuple(Path(f).stem for part in PARTS.values() for f in part.files)
 
 TOTAL_POINTS = sum(p.points for p in PARTS.values())
 

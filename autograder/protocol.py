@@ -40,12 +40,6 @@ from pathlib import Path
 
 import torch
 
-from autograder.points import PARTS
-
-PACKAGE = "transformer_hw"
-#: The package's modules (besides ``__init__``), part by part.
-MODULES = tuple(Path(f).stem for part in PARTS.values() for f in part.files)
-
 
 @dataclass(frozen=True)
 class HandleRef:

@@ -18,8 +18,7 @@ import zipfile
 from pathlib import Path
 
 from autograder import forbidden
-from autograder.points import PARTS, TOTAL_POINTS
-from autograder.protocol import PACKAGE
+from autograder.points import PACKAGE, PARTS, TOTAL_POINTS
 
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = REPO / "solutions" / PACKAGE

@@ -18,15 +18,12 @@ fast, so one hang never blocks a batch.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import itertools
-import json
 import os
 import select
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -36,11 +33,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder import boundary, confine, hangs, template, wire
+from autograder import boundary, confine, hangs, template, template_client, wire
 from autograder.forbidden import Violation
+from autograder.points import MODULES, PACKAGE
 from autograder.protocol import (
-    MODULES,
-    PACKAGE,
     ErrorInfo,
     HandleRef,
     StudentError,
@@ -56,9 +52,6 @@ _GEN_SHIFT = 40  # grading-side handle id: worker generation << _GEN_SHIFT | wor
 #: Most distinct functions kept disarmed (their names travel in every spawn request).
 MAX_DISARMED = 32
 _uids = itertools.count()
-_templates = itertools.count()
-#: The CPUs this process may use, as it started (before any thread was paired with one).
-_CPUS = os.sched_getaffinity(0)
 
 
 @dataclass
@@ -249,7 +242,7 @@ class IsolatedSubmission(Submission):
                 if count >= hangs.DISARM_AFTER
             ][:MAX_DISARMED],
         }
-        self._pid = _spawn([theirs, stacks_theirs], config)
+        self._pid = template_client.spawn([theirs, stacks_theirs], config)
         deadline += (
             time.monotonic() - started
         )  # waiting for the template is not the worker's
@@ -271,9 +264,9 @@ class IsolatedSubmission(Submission):
                 sock.close()
         self._sock = self._stacks = None
         if self._pid:
-            if _TEMPLATE is not None:
-                _TEMPLATE.kill(self._pid)
-                _TEMPLATE.forget(self._pid)
+            if (running := template_client.running()) is not None:
+                running.kill(self._pid)
+                running.forget(self._pid)
             self._pid = 0
 
     def _drop_stacks(self) -> None:
@@ -309,21 +302,19 @@ class IsolatedSubmission(Submission):
         """The reply to the last request (or the new worker's hello), complete by
         ``deadline``; ``_WorkerEnded`` when the worker ended first, ``TimeoutError`` when the
         deadline passed."""
-        template_client = _template()
+        client = template_client.current()
         while True:
-            if template_client.dead:
+            if client.dead:
                 raise _WorkerEnded("was lost with the sandbox's template process")
-            status = template_client.status_of(self._pid)
+            status = client.status_of(self._pid)
             if status is not None:
                 raise _WorkerEnded(_describe_status(status))
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError
-            readable, _, _ = select.select(
-                [self._sock, template_client.sock], [], [], left
-            )
-            if template_client.sock in readable:
-                template_client.poll()
+            readable, _, _ = select.select([self._sock, client.sock], [], [], left)
+            if client.sock in readable:
+                client.poll()
             if self._sock in readable:
                 budget = self.limits.reply_bytes - self._reply_bytes
                 try:
@@ -335,7 +326,7 @@ class IsolatedSubmission(Submission):
                     )
                 except EOFError:
                     raise _WorkerEnded(
-                        _describe_status(template_client.wait(self._pid, 5.0))
+                        _describe_status(client.wait(self._pid, 5.0))
                     ) from None
                 if hello:
                     return reply
@@ -531,125 +522,3 @@ def _hidden_paths(extra: list[str]) -> list[str]:
         for p in paths
         if p.is_dir() and not any(n == p or p in n.parents for n in needed)
     ]
-
-
-# The template, grading side ----------------------------------------------------------------------
-
-
-class _TemplateClient:
-    """Starts the template process (in the boundary) and talks to it over a SEQPACKET socket."""
-
-    def __init__(self):
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        code = "import sys; sys.path.insert(0, {engine!r}); " + (
-            f"from autograder.template import template_main; template_main({theirs.fileno()})"
-        )
-        argv, engine = boundary.command(code)
-        argv[-1] = argv[-1].format(engine=engine)
-        self.groups = boundary.ControlGroups(
-            f"autograder-{os.getpid()}-{next(_templates)}"
-        )
-        self.process = subprocess.Popen(
-            argv,
-            pass_fds=[theirs.fileno()],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            cwd="/",
-            preexec_fn=self._prepare,  # noqa: PLW1509 - no threads of its own are started here
-        )
-        atexit.register(self.close)
-        theirs.close()
-        self.sock = ours
-        self.dead = False
-        self._ended: dict[int, int] = {}  # pid -> wait status
-
-    def _prepare(self) -> None:
-        """In the template's process before it starts: its control groups, and every CPU the
-        grading process may use (the thread starting it may be paired with a CPU)."""
-        self.groups.enter()
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, _CPUS)
-
-    def close(self) -> None:
-        """End the template (and with it every worker) and remove its control groups."""
-        self.dead = True
-        self.sock.close()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.groups.remove()
-
-    def spawn(self, socks: list[socket.socket], config: dict) -> int:
-        """Fork a worker that serves ``socks[0]`` and dumps stacks into ``socks[1]``."""
-        message = json.dumps({"spawn": config}).encode()
-        socket.send_fds(self.sock, [message], [s.fileno() for s in socks])
-        while True:
-            reply = self._read()
-            if "refused" in reply:
-                raise RuntimeError(
-                    f"the sandbox's template refused: {reply['refused']}"
-                )
-            if "spawned" in reply:
-                return reply["spawned"]
-
-    def kill(self, pid: int) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.send(json.dumps({"kill": pid}).encode())
-
-    def poll(self) -> None:
-        """Take in any waiting notices without blocking."""
-        while select.select([self.sock], [], [], 0)[0]:
-            self._read()
-
-    def status_of(self, pid: int) -> int | None:
-        return self._ended.get(pid)
-
-    def wait(self, pid: int, timeout: float) -> int | None:
-        end = time.monotonic() + timeout
-        while pid not in self._ended and (left := end - time.monotonic()) > 0:
-            if select.select([self.sock], [], [], left)[0]:
-                self._read()
-        return self._ended.get(pid)
-
-    def forget(self, pid: int) -> None:
-        self._ended.pop(pid, None)
-
-    def _read(self) -> dict:
-        data = b"" if self.dead else self.sock.recv(65536)
-        if not data:
-            self.dead = True
-            raise RuntimeError("the sandbox's template process ended unexpectedly")
-        message = json.loads(data)
-        if "ended" in message:
-            pid, status = message["ended"]
-            self._ended[pid] = status
-        return message
-
-
-_TEMPLATE: _TemplateClient | None = None
-
-
-def _template() -> _TemplateClient:
-    global _TEMPLATE
-    if _TEMPLATE is None or _TEMPLATE.dead or _TEMPLATE.process.poll() is not None:
-        if _TEMPLATE is not None:
-            _TEMPLATE.close()
-        _TEMPLATE = _TemplateClient()
-    return _TEMPLATE
-
-
-def _spawn(socks: list[socket.socket], config: dict) -> int:
-    """A worker from the template; a template that died is replaced once, so whatever ended
-    it never costs the submissions graded after."""
-    try:
-        return _template().spawn(socks, config)
-    except (RuntimeError, OSError):
-        _template().close()
-        return _template().spawn(socks, config)
-
-
-def start_template() -> None:
-    """Start the template now (it imports torch in the background while the caller works)."""
-    _template()

@@ -36,7 +36,8 @@ from pathlib import Path
 import torch
 
 from autograder import confine, hangs, wire
-from autograder.protocol import PACKAGE, ErrorInfo
+from autograder.points import PACKAGE
+from autograder.protocol import ErrorInfo
 
 UNCONFINED, BROKEN = 70, 71  # a worker's own exit statuses
 #: Writable folders a worker without namespaces of its own shares with the others.

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional
 
 from autograder.forbidden import RULES
-from autograder.protocol import MODULES, PACKAGE
+from autograder.points import MODULES, PACKAGE
 
 #: Where forbidden functions live, with the name used in messages.
 NAMESPACES = {

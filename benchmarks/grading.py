@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from autograder import grade, intake, report
-from autograder.protocol import PACKAGE
+from autograder.points import PACKAGE
 from autograder.release import SOLUTIONS
 from autograder.zoo.mutants import CATALOGUE, apply
 

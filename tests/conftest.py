@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.internal.conjecture import providers
 
 from autograder.forbidden import RULES, Violation, by_part, scan_package
-from autograder.points import PARTS, check_uses, part_of_file
-from autograder.protocol import PACKAGE, InProcessSubmission, StudentError
+from autograder.points import PACKAGE, PARTS, check_uses, part_of_file
+from autograder.protocol import InProcessSubmission, StudentError
 
 REPO = Path(__file__).resolve().parent.parent
 GRADED_DIR = Path(__file__).resolve().parent / "graded"

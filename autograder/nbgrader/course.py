@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from autograder.nbgrader.notebook import NAME, write_notebook
-from autograder.protocol import MODULES, PACKAGE
+from autograder.points import MODULES, PACKAGE
 from autograder.release import REPO, find_leaks, stub_files
 
 ASSIGNMENT = PACKAGE

@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.protocol import PACKAGE
+from autograder.points import PACKAGE
 
 
 @dataclass(frozen=True)

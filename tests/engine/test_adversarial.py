@@ -31,8 +31,7 @@ from pathlib import Path
 import pytest
 
 from autograder import cli, confine
-from autograder.points import PARTS
-from autograder.protocol import PACKAGE
+from autograder.points import PACKAGE, PARTS
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.protocol import PACKAGE, InProcessSubmission
+from autograder.points import PACKAGE
+from autograder.protocol import InProcessSubmission
 from autograder.sandbox import IsolatedSubmission
 
 REPO = Path(__file__).resolve().parents[2]

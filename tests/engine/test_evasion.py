@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from autograder import cli
-from autograder.protocol import PACKAGE
+from autograder.points import PACKAGE
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = Path(__file__).resolve().parent / "evasion"

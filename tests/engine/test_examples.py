@@ -11,7 +11,7 @@ import filecmp
 from pathlib import Path
 
 from autograder import cli, intake
-from autograder.protocol import PACKAGE
+from autograder.points import PACKAGE
 from autograder.release import SOLUTIONS
 from autograder.zoo.examples import SINGLE_BUG
 from autograder.zoo.mutants import CATALOGUE

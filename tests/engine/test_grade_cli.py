@@ -22,8 +22,7 @@ import pytest
 
 from autograder import cli, grade, report
 from autograder.check import TestResult as Outcome
-from autograder.points import PARTS, TOTAL_POINTS
-from autograder.protocol import PACKAGE
+from autograder.points import PACKAGE, PARTS, TOTAL_POINTS
 from autograder.release import SOLUTIONS
 
 from .conftest import KEYWORD, MUTANT

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from autograder import boundary, gradescope
-from autograder.points import PARTS
-from autograder.protocol import PACKAGE
+from autograder.points import PACKAGE, PARTS
 from autograder.release import SOLUTIONS
 from autograder.zoo.mutants import apply
 

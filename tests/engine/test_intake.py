@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from autograder import intake
-from autograder.protocol import MODULES, PACKAGE
+from autograder.points import MODULES, PACKAGE
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / "solutions" / PACKAGE

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.points import PARTS
-from autograder.protocol import PACKAGE
+from autograder.points import PACKAGE, PARTS
 
 pytest_plugins = ["pytester"]
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from autograder.points import PARTS, TOTAL_POINTS
-from autograder.protocol import MODULES, PACKAGE
+from autograder.points import MODULES, PACKAGE, PARTS, TOTAL_POINTS
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from autograder import boundary, confine, hangs
-from autograder.protocol import PACKAGE, StudentError, expect_student_error
+from autograder.points import PACKAGE
+from autograder.protocol import StudentError, expect_student_error
 from autograder.sandbox import IsolatedSubmission, Limits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -301,11 +302,11 @@ def test_a_forged_stack_dump_counts_no_hang():
 
 
 def test_a_template_that_died_is_replaced_without_cost_to_the_next_submission(tmp_path):
-    from autograder import sandbox
+    from autograder import template_client
 
     with IsolatedSubmission(submission(tmp_path)) as hw:
         assert hw.call("masks.causal_mask", 2).shape == (2, 2)
-    template = sandbox._template()
+    template = template_client.current()
     template.process.kill()  # whatever ended it, a submission or the machine
     template.process.wait()
     with IsolatedSubmission(submission(tmp_path / "next")) as hw:

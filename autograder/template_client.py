@@ -1,0 +1,149 @@
+"""The sandbox's template, seen from the grading process: start it, ask it for workers, hear
+when they end.
+
+Why a module of its own, without torch: a grading process starts the template first, so the
+template imports torch in its process while the grading process imports torch in its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import json
+import os
+import select
+import socket
+import subprocess
+import time
+
+from autograder import boundary
+
+_templates = itertools.count()
+#: The CPUs this process may use, as it started (before any thread was paired with one).
+_CPUS = os.sched_getaffinity(0)
+
+
+class TemplateClient:
+    """Starts the template process (in the boundary) and talks to it over a SEQPACKET socket."""
+
+    def __init__(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        code = "import sys; sys.path.insert(0, {engine!r}); " + (
+            f"from autograder.template import template_main; template_main({theirs.fileno()})"
+        )
+        argv, engine = boundary.command(code)
+        argv[-1] = argv[-1].format(engine=engine)
+        self.groups = boundary.ControlGroups(
+            f"autograder-{os.getpid()}-{next(_templates)}"
+        )
+        self.process = subprocess.Popen(
+            argv,
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            cwd="/",
+            preexec_fn=self._prepare,  # noqa: PLW1509 - no threads of its own are started here
+        )
+        atexit.register(self.close)
+        theirs.close()
+        self.sock = ours
+        self.dead = False
+        self._ended: dict[int, int] = {}  # pid -> wait status
+
+    def _prepare(self) -> None:
+        """In the template's process before it starts: its control groups, and every CPU the
+        grading process may use (the thread starting it may be paired with a CPU)."""
+        self.groups.enter()
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, _CPUS)
+
+    def close(self) -> None:
+        """End the template (and with it every worker) and remove its control groups."""
+        self.dead = True
+        self.sock.close()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.groups.remove()
+
+    def spawn(self, socks: list[socket.socket], config: dict) -> int:
+        """Fork a worker that serves ``socks[0]`` and dumps stacks into ``socks[1]``."""
+        message = json.dumps({"spawn": config}).encode()
+        socket.send_fds(self.sock, [message], [s.fileno() for s in socks])
+        while True:
+            reply = self._read()
+            if "refused" in reply:
+                raise RuntimeError(
+                    f"the sandbox's template refused: {reply['refused']}"
+                )
+            if "spawned" in reply:
+                return reply["spawned"]
+
+    def kill(self, pid: int) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.send(json.dumps({"kill": pid}).encode())
+
+    def poll(self) -> None:
+        """Take in any waiting notices without blocking."""
+        while select.select([self.sock], [], [], 0)[0]:
+            self._read()
+
+    def status_of(self, pid: int) -> int | None:
+        return self._ended.get(pid)
+
+    def wait(self, pid: int, timeout: float) -> int | None:
+        end = time.monotonic() + timeout
+        while pid not in self._ended and (left := end - time.monotonic()) > 0:
+            if select.select([self.sock], [], [], left)[0]:
+                self._read()
+        return self._ended.get(pid)
+
+    def forget(self, pid: int) -> None:
+        self._ended.pop(pid, None)
+
+    def _read(self) -> dict:
+        data = b"" if self.dead else self.sock.recv(65536)
+        if not data:
+            self.dead = True
+            raise RuntimeError("the sandbox's template process ended unexpectedly")
+        message = json.loads(data)
+        if "ended" in message:
+            pid, status = message["ended"]
+            self._ended[pid] = status
+        return message
+
+
+_TEMPLATE: TemplateClient | None = None
+
+
+def current() -> TemplateClient:
+    """This process's template, started (again) when there is none or it died."""
+    global _TEMPLATE
+    if _TEMPLATE is None or _TEMPLATE.dead or _TEMPLATE.process.poll() is not None:
+        if _TEMPLATE is not None:
+            _TEMPLATE.close()
+        _TEMPLATE = TemplateClient()
+    return _TEMPLATE
+
+
+def spawn(socks: list[socket.socket], config: dict) -> int:
+    """A worker from the template; a template that died is replaced once, so whatever ended
+    it never costs the submissions graded after."""
+    try:
+        return current().spawn(socks, config)
+    except (RuntimeError, OSError):
+        current().close()
+        return current().spawn(socks, config)
+
+
+def start() -> None:
+    """Start the template now (it imports torch in the background while the caller works)."""
+    current()
+
+
+def running() -> TemplateClient | None:
+    """The template this process started, if any (without starting one)."""
+    return _TEMPLATE
