@@ -15,6 +15,7 @@ files that have a forbidden list; the run-time watch (``autograder.tripwire``) c
 from __future__ import annotations
 
 import ast
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,6 +127,26 @@ def scan_package(package_dir: Path) -> list[Violation]:
 OPAQUE = ("opaque", "")
 
 
+#: The nodes that bind a name (``_Module.bind_all``).
+_BINDERS = (
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Lambda,
+    ast.Assign,
+    ast.AnnAssign,
+    ast.NamedExpr,
+    ast.For,
+    ast.AsyncFor,
+    ast.comprehension,
+    ast.withitem,
+    ast.AugAssign,
+    ast.ExceptHandler,
+)
+
+
 class _Module:
     """One student file: its syntax tree and what each of its names may be bound to."""
 
@@ -136,17 +157,24 @@ class _Module:
         except (SyntaxError, ValueError):
             self.tree = ast.Module(body=[], type_ignores=[])
         self.bindings: dict[str, set[tuple[str, str]]] = {}
-        self.parents = {
-            child: node
-            for node in ast.walk(self.tree)
-            for child in ast.iter_child_nodes(node)
-        }
+        # One walk of the tree, kept: the binding rounds and the judging read its nodes again
+        # (walking anew each time cost most of a scan).
+        self.nodes: list[ast.AST] = []
+        self.parents: dict[ast.AST, ast.AST] = {}
+        todo = deque([self.tree])
+        while todo:
+            node = todo.popleft()
+            self.nodes.append(node)
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+                todo.append(child)
+        self.binders = [n for n in self.nodes if isinstance(n, _BINDERS)]
 
     # Collecting bindings (all scopes together: a name bound anywhere may be that value) ------
     def bind_all(self) -> bool:
         """One round of collection; True when something new was learned."""
         before = sum(len(v) for v in self.bindings.values())
-        for node in ast.walk(self.tree):
+        for node in self.binders:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
@@ -351,7 +379,7 @@ class _Module:
         def add(node, call, evasion=False):
             found.append(Violation(self.filename, node.lineno, call, evasion))
 
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if isinstance(node, ast.Attribute):
                 if node.attr in TAMPER_ATTRIBUTES:
                     if not self._resolved_namespace(node):

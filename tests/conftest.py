@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, is_hypothesis_test, seed, settings
 from hypothesis.internal.conjecture import providers
+from hypothesis.internal.reflection import function_digest
 
 from autograder.forbidden import RULES, Violation, by_part, scan_package
 from autograder.points import PACKAGE, PARTS, check_uses, part_of_file
@@ -24,6 +25,8 @@ from autograder.protocol import InProcessSubmission, StudentError
 REPO = Path(__file__).resolve().parent.parent
 GRADED_DIR = Path(__file__).resolve().parent / "graded"
 RECORDED = pytest.StashKey[dict]()
+#: A collected test's ``grading_marks``, read once.
+MARKS = pytest.StashKey[tuple[int, int, str] | None]()
 DEFAULT_SUBMISSION = next(
     (REPO / name for name in ("solutions", "assignments") if (REPO / name).is_dir()),
     REPO,
@@ -134,8 +137,12 @@ def grading_marks(item) -> tuple[int, int, str] | None:
 
 
 def pytest_collection_modifyitems(session, config, items):
+    for item in items:
+        item.stash[MARKS] = grading_marks(item)
+        if is_hypothesis_test(test := getattr(item, "obj", None)):
+            _seed_once(test)
     totals = dict.fromkeys(PARTS, 0)
-    graded = [marks for item in items if (marks := grading_marks(item))]
+    graded = [marks for item in items if (marks := item.stash[MARKS])]
     for points, part, _ in graded:
         totals[part] += points
     # Only the full suite (hidden tests included, nothing deselected) must add up to the table;
@@ -151,6 +158,20 @@ def pytest_collection_modifyitems(session, config, items):
             raise pytest.UsageError(
                 f"test points per part {wrong} differ from autograder.points"
             )
+
+
+def _seed_once(test) -> None:
+    """Give a property test the seed ``derandomize`` would derive, once per collection.
+
+    ``derandomize`` derives it from a digest of the test's source, read and tokenized again
+    on every run of the test (and the database key once more): a tenth of a second per
+    submission in a grading process that runs the suite for submission after submission. The
+    same seed, fixed up front, draws the very same examples.
+    """
+    if getattr(test, "_hypothesis_internal_use_seed", None) is None:
+        digest = function_digest(test.hypothesis.inner_test)
+        seed(int.from_bytes(digest, "big"))(test)
+        test._hypothesis_internal_database_key = digest  # unused: no database
 
 
 @pytest.fixture(scope="session")
@@ -227,7 +248,7 @@ class ForbiddenGate:
         if hasattr(self.hw, "runtime_violations"):
             self._probe()
         for item in session.items:
-            marks = grading_marks(item)
+            marks = item.stash.get(MARKS, None)
             if (
                 marks
                 and item.nodeid in self.passed
@@ -281,7 +302,7 @@ def pytest_runtest_makereport(item, call):
 def _forbidden_calls_gate(request):
     """Every graded test: fail when its part is gated, before it runs and again after it
     (a call made at run time is only seen once it happens)."""
-    marks = grading_marks(request.node)
+    marks = request.node.stash.get(MARKS, None)
     if marks is None:
         yield
         return
