@@ -104,6 +104,9 @@ _SESSIONS: dict[Settings, SuiteSession] = {}
 
 
 def _new_session(settings: Settings) -> SuiteSession:
+    from autograder import template_client
+
+    template_client.start()  # it boots while this process imports torch and collects
     from autograder import sandbox
 
     limits = sandbox.Limits(hidden=list(settings.hidden_paths))
