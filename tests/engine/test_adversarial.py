@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cli, confine
+from autograder import boundary, cli, confine
 from autograder.points import PACKAGE, PARTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,6 +150,10 @@ def corrupt_zip(path: Path) -> None:
 def graded(tmp_path_factory):
     """Grade every scenario, a second honest copy, a corrupt zip and two colliding names in one
     batch with two jobs, with the attacks' targets in place."""
+    assert boundary.bwrap_path(), (
+        "no bubblewrap boundary here (bwrap missing, or namespaces forbidden): these "
+        "attacks would reach the host; install it (apt-get install -y bubblewrap)"
+    )
     batch = tmp_path_factory.mktemp("batch")
     for name in [*NAMES, "honest_again", "twin"]:
         target = batch / name / PACKAGE
