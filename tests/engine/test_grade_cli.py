@@ -6,6 +6,7 @@ example batch and a zoo mutant, graded on part 4.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -326,15 +327,20 @@ def test_ctrl_c_ends_a_batch_at_once_and_keeps_the_gradebook(tmp_path):
     os.killpg(process.pid, signal.SIGINT)
     try:
         output, _ = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # say which process held the batch up, and where
+        pytest.fail(
+            "still running a minute after Ctrl-C:\n" + describe_tree(process.pid)
+        )
     finally:
-        process.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 130, output[-2000:]
     assert "interrupted: what was graded is kept" in output
     assert (out / "gradebook.csv").is_file()
 
 
-def sandbox_workers_below(pid: int) -> int:
-    """How many sandbox workers (children of a template process) run below ``pid``."""
+def processes_below(pid: int) -> tuple[set[int], dict[int, int], dict[int, bytes]]:
+    """The processes below ``pid``; every process's parent and command line."""
     parents, commands = {}, {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -348,4 +354,26 @@ def sandbox_workers_below(pid: int) -> int:
     while new:
         new = {p for p, parent in parents.items() if parent in new} - below
         below |= new
+    return below, parents, commands
+
+
+def sandbox_workers_below(pid: int) -> int:
+    """How many sandbox workers (children of a template process) run below ``pid``."""
+    below, parents, commands = processes_below(pid)
     return sum(b"template_main" in commands.get(parents[p], b"") for p in below)
+
+
+def describe_tree(pid: int) -> str:
+    """``pid`` and the processes below it: state, kernel wait channel, command line."""
+    below, parents, commands = processes_below(pid)
+    lines = []
+    for p in sorted({pid} | below):
+        proc = Path(f"/proc/{p}")
+        try:
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            wchan = (proc / "wchan").read_text()
+        except OSError:
+            continue
+        command = commands.get(p, b"").replace(b"\0", b" ").decode(errors="replace")
+        lines.append(f"{p} (parent {parents.get(p)}) {state} {wchan}: {command[:160]}")
+    return "\n".join(lines)
