@@ -164,7 +164,7 @@ def _seed_once(test) -> None:
     """Give a property test the seed ``derandomize`` would derive, once per collection.
 
     ``derandomize`` derives it from a digest of the test's source, read and tokenized again
-    on every run of the test (and the database key once more): a tenth of a second per
+    on every run of the test (and the database key once more): about 75 ms per
     submission in a grading process that runs the suite for submission after submission. The
     same seed, fixed up front, draws the very same examples.
     """
