@@ -163,6 +163,21 @@ def test_editing_one_file_regrades_only_that_submission(graded_batch, tmp_path, 
     assert (out / alice.name / "results.json").stat().st_mtime_ns != after[alice.name]
 
 
+def test_the_suite_digest_counts_torchs_version_also_without_its_metadata(monkeypatch):
+    import importlib.metadata
+
+    import torch
+
+    def no_metadata(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    settings = grade.Settings()
+    monkeypatch.setattr(grade, "version", no_metadata)  # a torch built from source
+    without_metadata = grade.suite_digest(settings)
+    monkeypatch.setattr(torch, "__version__", "0.0.0")
+    assert grade.suite_digest(settings) != without_metadata
+
+
 def test_a_grader_failure_is_that_submissions_problem(tmp_path, monkeypatch):
     batch, out = tmp_path / "batch", tmp_path / "grades"
     for name in ("good", "unlucky"):
