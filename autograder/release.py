@@ -198,11 +198,15 @@ def solution_windows(solutions: Path = SOLUTIONS) -> set[tuple[str, ...]]:
 def oracle_functions(oracles: Path = REPO / ORACLES) -> dict[str, set[tuple[str, ...]]]:
     """Each function of the answer key -> the runs of consecutive code lines of its body."""
     source = oracles.read_text(encoding="utf-8")
+    # What ast.get_source_segment gives, without splitting the whole source for each function.
+    lines = source.encode().splitlines()
     found = {}
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.FunctionDef):
-            body = ast.get_source_segment(source, node) or ""
-            found[node.name] = _windows(_code_lines(body)[1:])  # without the def line
+            body = lines[node.lineno - 1 : node.end_lineno]
+            body[-1] = body[-1][: node.end_col_offset]  # offsets count UTF-8 bytes
+            text = b"\n".join(body).decode()
+            found[node.name] = _windows(_code_lines(text)[1:])  # without the def line
     return found
 
 

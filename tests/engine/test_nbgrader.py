@@ -5,6 +5,7 @@ feedback and export; and the rule that a grading failure scores 0, never full ma
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import os
 import re
@@ -12,21 +13,21 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-try:
-    import nbformat
-    from nbgrader.api import Gradebook
-    from nbgrader.nbgraderformat import MetadataValidator
-    from nbgrader.utils import determine_grade
-except ImportError as exc:  # the README's test command installs the extra
+# nbformat and nbgrader are imported where they are used: importing them takes seconds, which
+# every pytest-xdist worker would pay at collection, whether it runs these tests or not. The
+# README's test command installs them.
+if importlib.util.find_spec("nbgrader") is None:
     raise ImportError(
         "these tests need the nbgrader extra: pip install -e '.[dev,nbgrader]'"
-    ) from exc
+    )
+if TYPE_CHECKING:
+    import nbformat
 
 from autograder import cli, grade
-from autograder.nbgrader import preprocessors
 from autograder.nbgrader.course import STUDENT_FILES
 from autograder.nbgrader.notebook import (
     NotebookError,
@@ -95,6 +96,9 @@ def course(tmp_path_factory) -> Path:
 def autograded(course, tmp_path_factory) -> dict:
     """Autograde three submissions; their gradebook scores per part, and the mutant's
     ``autograder grade`` row, graded meanwhile in a process of its own."""
+    import nbformat
+    from nbgrader.api import Gradebook
+
     release = course / "release" / ASSIGNMENT
     submitted = {
         s: course / "submitted" / s / ASSIGNMENT for s in ("ref", "stubs", "mutant")
@@ -136,6 +140,8 @@ def per_part(scores: dict[int, float]) -> dict[str, float]:
 
 
 def read_cells(path: Path) -> dict[str, nbformat.NotebookNode]:
+    import nbformat
+
     notebook = nbformat.read(path, as_version=4)
     return {c.get("id"): c for c in notebook.cells}
 
@@ -263,6 +269,8 @@ def test_feedback_and_export_write_their_files(autograded):
 
 
 def course_notebook() -> nbformat.NotebookNode:
+    import nbformat
+
     return nbformat.reads(json.dumps(build_notebook("nbgrader")), as_version=4)
 
 
@@ -271,6 +279,10 @@ def check_cells() -> list:
 
 
 def test_nbgrader_reads_our_outputs_as_partial_credit_and_failures_as_zero():
+    from nbgrader.utils import determine_grade
+
+    from autograder.nbgrader import preprocessors
+
     cell = check_cells()[0]
     assert (
         determine_grade(cell)[0] == PARTS[1].points
@@ -289,6 +301,10 @@ def test_nbgrader_reads_our_outputs_as_partial_credit_and_failures_as_zero():
 
 
 def test_a_grader_that_fails_scores_zero_in_every_part(monkeypatch, tmp_path):
+    from nbgrader.utils import determine_grade
+
+    from autograder.nbgrader import preprocessors
+
     def broken(*args, **kwargs):
         raise RuntimeError("the grader fell over")
 
@@ -306,6 +322,8 @@ def test_a_grader_that_fails_scores_zero_in_every_part(monkeypatch, tmp_path):
 def test_a_grade_from_the_public_tests_alone_or_a_failed_one_is_refused(
     monkeypatch, tmp_path
 ):
+    from autograder.nbgrader import preprocessors
+
     public = [
         grade.TestResult(f"t{k}", f"test_{k}", k, p.points, False, True, "")
         for k, p in PARTS.items()
@@ -327,6 +345,7 @@ def test_a_check_cell_without_our_preprocessor_scores_zero(monkeypatch, tmp_path
     """Under autograde the kernel's own check cell is an error: a course whose configuration
     lost our preprocessors grades 0, never full marks."""
     from nbclient import NotebookClient
+    from nbgrader.utils import determine_grade
 
     notebook = course_notebook()
     notebook.cells = [
@@ -351,6 +370,9 @@ def test_a_check_cell_without_our_preprocessor_scores_zero(monkeypatch, tmp_path
 
 
 def test_one_source_gives_the_course_and_the_handout_notebook():
+    import nbformat
+    from nbgrader.nbgraderformat import MetadataValidator
+
     course, handout = build_notebook("nbgrader"), build_notebook("handout")
     for notebook in (course, handout):
         nbformat.validate(nbformat.from_dict(notebook))

@@ -188,6 +188,8 @@ def start_readme(handout: Path, where: Path) -> Run:
     }
     env["PATH"] = f"{Path(sys.base_prefix) / 'bin'}:{env['PATH']}"
     env["PIP_REQUIRE_VIRTUALENV"] = "1"
+    # Offline here: pip's retries of an index it cannot reach (the README names one) only sleep.
+    env["PIP_RETRIES"] = "0"
     return Run(["bash", "-c", script], folder, where / "readme.log", env)
 
 
