@@ -279,6 +279,8 @@ _INTERRUPTED = False
 
 def grade_many(submissions: list[tuple[str, Path]], settings: Settings, jobs: int):
     """Yield ``(name, Graded)`` as each submission finishes, one per submission, always."""
+    if not submissions:  # all kept or refused: no sandbox (exit would await its start)
+        return
     if jobs <= 1:
         _init_process(settings)
         try:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder import grade
 from autograder.release import SOLUTIONS
 from autograder.runner import SuiteError, SuiteSession, run_suite
 from autograder.sandbox import Limits, LimitsPlugin
@@ -55,3 +56,16 @@ def test_a_suite_that_cannot_run_fails_every_submission_with_the_reason():
                 session.run(REPO / "solutions", [])
     finally:
         session.close()
+
+
+def test_a_batch_with_nothing_to_grade_starts_no_grading_process(monkeypatch):
+    """Uploads that were all kept or refused need no sandbox (whose exit would wait for it to
+    finish importing torch: seconds per empty Gradescope upload)."""
+
+    def started(*args):
+        raise AssertionError("a grading process was set up with nothing to grade")
+
+    monkeypatch.setattr(grade, "_init_process", started)
+    monkeypatch.setattr(grade, "_in_pool", started)
+    for jobs in (1, 2):
+        assert list(grade.grade_many([], grade.Settings(), jobs)) == []
