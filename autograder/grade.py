@@ -249,8 +249,8 @@ _SETTINGS: Settings | None = None
 
 
 def _init_process(settings: Settings) -> None:
-    """Ready a grading process: the template first (it starts torch in a process of its own
-    while this one imports torch), then one torch thread here (the jobs share the cores)."""
+    """Ready a grading process: the template first (it imports torch in a process of its own
+    while this one goes on), then one torch thread here (the jobs share the cores)."""
     global _SETTINGS
     from autograder import template_client
 
@@ -304,7 +304,11 @@ def _in_pool(submissions, settings: Settings, jobs: int):
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    context = multiprocessing.get_context("spawn")
+    # Grading processes fork from a server that imported torch once: spawned, each would import
+    # it again (seconds of CPU per process). The server is a fresh process of its own, so no
+    # thread of this one (the progress bar's) is forked. torch.optim imports torch._dynamo.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["torch", "torch._dynamo", "autograder.runner"])
     left = dict(submissions)
     with ProcessPoolExecutor(jobs, context, _init_process, (settings,)) as pool:
         futures = {pool.submit(_grade_in_pool, n, str(s)): n for n, s in submissions}
