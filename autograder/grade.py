@@ -304,11 +304,15 @@ def _in_pool(submissions, settings: Settings, jobs: int):
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    # Grading processes fork from a server that imported torch once: spawned, each would import
-    # it again (seconds of CPU per process). The server is a fresh process of its own, so no
-    # thread of this one (the progress bar's) is forked. torch.optim imports torch._dynamo.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch", "torch._dynamo", "autograder.runner"])
+    # On the CPU, grading processes fork from a server that imported torch once: spawned, each
+    # would import it again (seconds of CPU per process). The server is a fresh process of its
+    # own, so no thread of this one (the progress bar's) is forked. torch.optim imports
+    # torch._dynamo. CUDA is never started in a process forked from another: spawned there.
+    if settings.device == "cpu":
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["torch", "torch._dynamo", "autograder.runner"])
+    else:
+        context = multiprocessing.get_context("spawn")
     left = dict(submissions)
     with ProcessPoolExecutor(jobs, context, _init_process, (settings,)) as pool:
         futures = {pool.submit(_grade_in_pool, n, str(s)): n for n, s in submissions}
