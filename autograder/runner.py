@@ -157,6 +157,14 @@ def explain(exc: BaseException, hidden: bool) -> str:
         return (
             "assertion failed" if hidden else f"assertion failed: assert {explanation}"
         )
+    inner = getattr(exc, "exceptions", None)  # an exception group (no builtin on 3.10)
+    if isinstance(inner, (list, tuple)) and len(inner) == 1:
+        # Hypothesis wraps a failure that did not repeat when it ran the example again
+        # (FlakyFailure): the failure is what the student must read.
+        return (
+            f"{explain(inner[0], hidden)}\n(this example failed once, then passed when run "
+            f"again: {type(exc).__name__})"
+        )
     return f"the test could not use your result: {type(exc).__name__}: {exc}"
 
 

@@ -19,6 +19,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+from hypothesis.errors import FlakyFailure
+
+from autograder.protocol import ErrorInfo, StudentError
+from autograder.runner import explain
+
 from .conftest import Run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,3 +111,15 @@ def test_in_process_and_isolated_runs_draw_identical_examples(tmp_path):
         assert drawn_examples(isolated) == drawn
     finally:
         isolated.process.kill()  # nothing left running when the first run failed
+
+
+def test_an_example_that_failed_once_is_explained_by_its_failure():
+    """Hypothesis reports an example that failed, then passed when it ran it again, as a
+    ``FlakyFailure`` around the first failure: the feedback gives that failure."""
+    info = ErrorInfo("ProcessExit", "the worker was killed", "", ("Exception",))
+    flaky = FlakyFailure(
+        "test_x(seed=1) produces unreliable results", [StudentError(info)]
+    )
+    text = explain(flaky, hidden=True)
+    assert text.startswith("Your code raised ProcessExit: the worker was killed")
+    assert "failed once, then passed" in text and "FlakyFailure" in text
