@@ -28,8 +28,12 @@ LIBRARY_CLASSES = {"torch.Generator": torch.Generator}
 class Executor:
     """Holds the objects a test works with and applies one request at a time."""
 
-    def __init__(self, root: Path | str):
+    def __init__(self, root: Path | str, arguments_are_copies: bool = False):
+        """``arguments_are_copies``: every tensor of a request is the executor's alone (decoded
+        from the wire in a sandboxed worker), so the student may have it without a copy; a
+        test's own tensors (in-process) are copied first."""
         self.root = Path(root)
+        self._copy_tensors = not arguments_are_copies
         # Full float32 precision on GPUs: TF32 matmuls would miss the float32 tolerances.
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
@@ -139,7 +143,7 @@ class Executor:
     def _inward_one(self, value):
         if isinstance(value, HandleRef):
             return self._objects[value.id]
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, torch.Tensor) and self._copy_tensors:
             return value.detach().clone()
         return value
 

@@ -24,6 +24,8 @@ from autograder.points import MODULES, PACKAGE
 
 #: Hangs of one function after which later requests no longer run it.
 DISARM_AFTER = 3
+#: The fraction of its limit at which a request still running has its stacks written.
+DUMP_AT = 0.8
 #: The most bytes of stack dump the grading side reads (a dump is a few KB).
 MAX_DUMP = 64 << 10
 _FUNCTION = re.compile(r"[A-Za-z_]\w{0,99}|<module>")

@@ -111,6 +111,7 @@ class IsolatedSubmission(Submission):
         self._hung_at: dict[tuple[str, str], int] = {}
         self._violations: list[tuple[str, int, str]] = []
         self._closed = False
+        self._stacks_written = False  # by the last request (``_dumped_by``)
         self._pairing = _CpuPairing()
 
     # Runtime forbidden calls -----------------------------------------------------------------
@@ -154,10 +155,13 @@ class IsolatedSubmission(Submission):
             if self._sock is None:
                 self._start(time.monotonic() + timeout)
             # Timed from here: a template that is still importing torch costs the student nothing.
-            deadline = time.monotonic() + timeout
-            self._drop_stacks()
+            sent = time.monotonic()
+            deadline = sent + timeout
+            if self._stacks_written:
+                self._drop_stacks()
             self._send_by(encoded, deadline)
             reply = self._receive(deadline)
+            self._stacks_written = self._dumped_by(time.monotonic() - sent)
         except TimeoutError:
             stacks = "" if timeout < self.limits.call_timeout else self._read_stacks()
             self._stop()
@@ -212,16 +216,12 @@ class IsolatedSubmission(Submission):
         """Send a message (``wire.encode``d) to the worker; a worker that stops reading cannot
         hold us past ``deadline`` (``TimeoutError``). A worker that is gone is found by
         ``_receive``."""
-        self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
         try:
-            wire.send_encoded(self._sock, encoded)
+            wire.send_encoded(self._sock, encoded, deadline)
         except TimeoutError:
             raise
         except OSError:
             pass
-        finally:
-            if self._sock is not None:
-                self._sock.settimeout(None)
 
     def _start(self, deadline: float) -> None:
         """A fresh worker holding the submission's files, ready by ``deadline``."""
@@ -248,6 +248,7 @@ class IsolatedSubmission(Submission):
         )  # waiting for the template is not the worker's
         theirs.close()
         stacks_theirs.close()
+        ours.setblocking(False)  # every wait on the worker has a deadline (wire)
         stacks_ours.setblocking(False)
         self._sock, self._stacks = ours, stacks_ours
         self._generation += 1
@@ -268,6 +269,11 @@ class IsolatedSubmission(Submission):
                 running.kill(self._pid)
                 running.forget(self._pid)
             self._pid = 0
+
+    def _dumped_by(self, seconds: float) -> bool:
+        """Whether a request that took ``seconds`` may have had the worker write its stacks:
+        only one that came close to its limit, timed by the worker from later than here."""
+        return seconds >= 0.5 * hangs.DUMP_AT * self.limits.call_timeout
 
     def _drop_stacks(self) -> None:
         """Drop a stack dump left by an earlier request that came close to its limit."""
@@ -302,9 +308,9 @@ class IsolatedSubmission(Submission):
         """The reply to the last request (or the new worker's hello), complete by
         ``deadline``; ``_WorkerEnded`` when the worker ended first, ``TimeoutError`` when the
         deadline passed."""
-        client = template_client.current()
+        client = template_client.running()  # the one that spawned the worker
         while True:
-            if client.dead:
+            if client is None or client.dead:
                 raise _WorkerEnded("was lost with the sandbox's template process")
             status = client.status_of(self._pid)
             if status is not None:
@@ -314,7 +320,8 @@ class IsolatedSubmission(Submission):
                 raise TimeoutError
             readable, _, _ = select.select([self._sock, client.sock], [], [], left)
             if client.sock in readable:
-                client.poll()
+                with contextlib.suppress(RuntimeError):  # its end: client.dead, above
+                    client.poll()
             if self._sock in readable:
                 budget = self.limits.reply_bytes - self._reply_bytes
                 try:
@@ -325,15 +332,20 @@ class IsolatedSubmission(Submission):
                         deadline=deadline,
                     )
                 except EOFError:
-                    raise _WorkerEnded(
-                        _describe_status(client.wait(self._pid, 5.0))
-                    ) from None
+                    raise _WorkerEnded(self._how_it_ended(client)) from None
                 if hello:
                     return reply
                 self._reply_bytes += _reply_size(reply)
                 if not _valid_reply(reply, self._seq):
                     raise wire.WireError("reply out of sequence")
                 return reply
+
+    def _how_it_ended(self, client: template_client.TemplateClient) -> str:
+        """Why the worker's socket closed, as the template tells it."""
+        try:
+            return _describe_status(client.wait(self._pid, 5.0))
+        except RuntimeError:
+            return "was lost with the sandbox's template process"
 
     # Handles and messages ----------------------------------------------------------------------
     def _inward(self, value):

@@ -271,12 +271,12 @@ def _worker_main(
         from autograder.executor import Executor
 
         tripwire.watch(str(root / PACKAGE))
-        executor = Executor(root)
-        # A request still running at 0.8 of its limit gets a SIGALRM, on which faulthandler
-        # (in C, needing no GIL) writes the stacks the grading side reads (autograder.hangs).
+        executor = Executor(root, arguments_are_copies=True)
+        # A request still running at hangs.DUMP_AT of its limit gets a SIGALRM, on which
+        # faulthandler (in C, needing no GIL) writes the stacks the grading side reads (autograder.hangs).
         # A timer costs a system call per request; faulthandler's own timer a thread.
         faulthandler.register(signal.SIGALRM, os.fdopen(stacks_fd, "w"), chain=False)
-        seconds = 0.8 * limits.call_timeout
+        seconds = hangs.DUMP_AT * limits.call_timeout
     except BaseException:  # noqa: BLE001 - never run student code half-confined
         os._exit(UNCONFINED)
     hangs.disarm(config["disarmed"], root / PACKAGE, limits.call_timeout)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import select
 import socket
 import struct
 import time
@@ -50,8 +51,8 @@ _NAMES = {dtype: name for name, dtype in DTYPES.items()}
 DEVICE_TYPES = ("cpu", "cuda")
 #: The NumPy dtype of each torch dtype with one of the same bytes. Tensors go through NumPy:
 #: a NumPy call costs a fraction of a torch call, and every request and reply carries tensors.
-#: bfloat16 (NumPy has none) and bool (a byte other than 0 or 1 must not become a bool) go
-#: through torch alone.
+#: bfloat16 (NumPy has none) goes through torch alone; bool is not a plain view of its bytes
+#: (a byte other than 0 or 1 must not become a bool), it is compared with 0.
 _NUMPY = {
     dtype: numpy.dtype(str(dtype).removeprefix("torch."))
     for dtype in (*_FLOATS, *_COMPLEX, *_INTEGERS)
@@ -211,13 +212,12 @@ def _decode_tensor(body, payload, cursor, device):
     elif dtype in _NUMPY:  # a copy of the bytes: nothing the sender holds is shared
         raw = numpy.frombuffer(bytearray(payload[start : cursor[0]]), _NUMPY[dtype])
         tensor = torch.from_numpy(raw.reshape(shape))
+    elif dtype == torch.bool:  # any byte other than 0 is True, as in torch's own casts
+        raw = numpy.frombuffer(payload[start : cursor[0]], numpy.uint8) != 0
+        tensor = torch.from_numpy(raw.reshape(shape))
     else:
         raw = bytearray(payload[start : cursor[0]])
-        if dtype == torch.bool:
-            tensor = torch.frombuffer(raw, dtype=torch.uint8).ne(0)
-        else:
-            tensor = torch.frombuffer(raw, dtype=dtype)
-        tensor = tensor.reshape(shape)
+        tensor = torch.frombuffer(raw, dtype=dtype).reshape(shape)
     if device_type == "cuda":
         if device.type != "cuda":  # never start CUDA in a process that was not asked to
             raise WireError("a CUDA tensor where the receiver works on the CPU")
@@ -228,13 +228,19 @@ def _decode_tensor(body, payload, cursor, device):
 # Framing over a stream socket ------------------------------------------------------------------
 
 
-def send(sock: socket.socket, value) -> None:
+def send(sock: socket.socket, value, deadline: float | None = None) -> None:
     """Write one framed message."""
-    send_encoded(sock, encode(value))
+    send_encoded(sock, encode(value), deadline)
 
 
-def send_encoded(sock: socket.socket, encoded: tuple[bytes, list[memoryview]]) -> None:
-    """Write one framed message already encoded by ``encode``."""
+def send_encoded(
+    sock: socket.socket,
+    encoded: tuple[bytes, list[memoryview]],
+    deadline: float | None = None,
+) -> None:
+    """Write one framed message already encoded by ``encode``; with a ``deadline`` (the socket
+    must then be non-blocking) ``TimeoutError`` when a peer that stopped reading holds it up
+    past that moment."""
     header, buffers = encoded
     total = _FRAME.size + len(header) + sum(b.nbytes for b in buffers)
     if total > MAX_MESSAGE:
@@ -243,12 +249,23 @@ def send_encoded(sock: socket.socket, encoded: tuple[bytes, list[memoryview]]) -
         )
     head = _FRAME.pack(total, len(header)) + header
     if total <= 1 << 20:  # one system call for the usual small message
-        sock.sendall(b"".join([head, *buffers]))
+        _send_all(sock, b"".join([head, *buffers]), deadline)
         return
-    sock.sendall(head)
-    for buf in buffers:
-        if buf.nbytes:
-            sock.sendall(buf)
+    for chunk in (head, *buffers):
+        _send_all(sock, chunk, deadline)
+
+
+def _send_all(sock: socket.socket, data, deadline: float | None) -> None:
+    if deadline is None:
+        sock.sendall(data)
+        return
+    _check_nonblocking(sock)
+    view = memoryview(data).cast("B")
+    while view:
+        try:
+            view = view[sock.send(view) :]
+        except BlockingIOError:  # the peer's buffer is full
+            _wait(sock, deadline, write=True)
 
 
 def recv(
@@ -260,7 +277,8 @@ def recv(
     """Read one framed message.
 
     ``EOFError`` when the peer closed, ``WireError`` when malformed or too large,
-    ``TimeoutError`` when the whole message has not arrived by ``deadline`` (``time.monotonic``).
+    ``TimeoutError`` when the whole message has not arrived by ``deadline`` (``time.monotonic``;
+    the socket must then be non-blocking).
     """
     head = _recv_exactly(sock, _FRAME.size, deadline)
     total, header_len = _FRAME.unpack(head)
@@ -271,21 +289,33 @@ def recv(
 
 
 def _recv_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytearray:
+    if deadline is not None:
+        _check_nonblocking(sock)
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
-    try:  # a socket's own time-out is a TimeoutError too
-        while got < n:
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError("message not complete by its deadline")
-                sock.settimeout(left)
+    while got < n:
+        try:
             k = sock.recv_into(view[got:])
-            if k == 0:
-                raise EOFError("connection closed")
-            got += k
-    finally:
-        if deadline is not None:
-            sock.settimeout(None)
+        except BlockingIOError:  # nothing more has arrived yet
+            _wait(sock, deadline)
+            continue
+        if k == 0:
+            raise EOFError("connection closed")
+        got += k
     return buf
+
+
+def _check_nonblocking(sock: socket.socket) -> None:
+    """A deadline is kept by waiting in ``select``, never in a blocking call. (A socket time-out
+    would do too, but costs system calls on every read and write of every request.)"""
+    if sock.gettimeout() != 0.0:
+        raise ValueError("a deadline needs a non-blocking socket")
+
+
+def _wait(sock: socket.socket, deadline: float | None, write: bool = False) -> None:
+    """Until ``sock`` is readable (writable), or ``TimeoutError`` at ``deadline``."""
+    left = None if deadline is None else deadline - time.monotonic()
+    if left is not None and left <= 0:
+        raise TimeoutError("message not complete by its deadline")
+    select.select([] if write else [sock], [sock] if write else [], [], left)

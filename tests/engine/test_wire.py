@@ -120,6 +120,16 @@ def test_malformed_messages_are_refused(tree, payload):
         wire.decode(*message(tree, payload), CPU)
 
 
+def test_a_bool_tensor_is_true_wherever_its_byte_is_not_zero():
+    """A sender may write any byte; a bool that is neither 0 nor 1 would break comparisons."""
+    payload = bytearray([0, 1, 2, 255])
+    back = wire.decode(*message({"T": ["bool", [2, 2], "cpu"]}, payload), CPU)
+    payload[:] = b"\0" * 4  # the tensor is a copy of the bytes
+    assert back.dtype == torch.bool
+    assert back.tolist() == [[False, True], [True, True]]
+    assert back.to(torch.uint8).tolist() == [[0, 1], [1, 1]]
+
+
 def test_deep_nesting_and_bad_json_are_refused():
     deep = "[" * 100_000 + "]" * 100_000
     with pytest.raises(wire.WireError):
@@ -171,6 +181,7 @@ def test_a_trickled_message_ends_at_its_deadline():
 
     sender = threading.Thread(target=trickle)
     sender.start()
+    b.setblocking(False)
     start = time.monotonic()
     try:
         with pytest.raises(TimeoutError):
@@ -181,3 +192,23 @@ def test_a_trickled_message_ends_at_its_deadline():
         sender.join()
         a.close()
         b.close()
+
+
+def test_a_send_to_a_peer_that_stopped_reading_ends_at_its_deadline():
+    a, b = socket.socketpair()
+    with a, b:
+        a.setblocking(False)
+        start = time.monotonic()
+        with pytest.raises(TimeoutError):  # far more than the socket's buffers hold
+            wire.send(a, {"x": torch.zeros(1 << 22)}, deadline=start + 0.5)
+        assert time.monotonic() - start < 30  # bounded (generously: a loaded machine)
+
+
+def test_a_deadline_is_refused_on_a_blocking_socket():
+    """It could only be kept by a socket time-out, which this module does not set."""
+    a, b = socket.socketpair()
+    with a, b:
+        with pytest.raises(ValueError, match="non-blocking"):
+            wire.recv(b, CPU, deadline=time.monotonic() + 1)
+        with pytest.raises(ValueError, match="non-blocking"):
+            wire.send(a, {"x": 1}, deadline=time.monotonic() + 1)
