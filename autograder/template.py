@@ -273,8 +273,9 @@ def _worker_main(
         tripwire.watch(str(root / PACKAGE))
         executor = Executor(root, arguments_are_copies=True)
         # A request still running at hangs.DUMP_AT of its limit gets a SIGALRM, on which
-        # faulthandler (in C, needing no GIL) writes the stacks the grading side reads (autograder.hangs).
-        # A timer costs a system call per request; faulthandler's own timer a thread.
+        # faulthandler (in C, needing no GIL) writes the stacks the grading side reads
+        # (autograder.hangs). A timer costs a system call per request; faulthandler's own
+        # timer a thread.
         faulthandler.register(signal.SIGALRM, os.fdopen(stacks_fd, "w"), chain=False)
         seconds = hangs.DUMP_AT * limits.call_timeout
     except BaseException:  # noqa: BLE001 - never run student code half-confined

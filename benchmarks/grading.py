@@ -10,8 +10,9 @@ median of ``--runs`` runs:
 - the naive loop: one ``pytest tests/graded --submission X`` process per submission (student code
   in-process, no sandbox), J of them at a time, so the ratio is not flattered by parallelism;
 - the graded suite on the reference in this warm process, in-process, imports and collection
-  excluded (the cost of the tests themselves), and the same reference graded by
-  ``grade_many(jobs=1)`` in this process: their quotient is ``sandbox_overhead``.
+  excluded (the cost of the tests themselves), and right after it the same reference graded
+  by ``grade_many(jobs=1)`` in this process: the median of the runs' quotients is
+  ``sandbox_overhead``.
 
     python benchmarks/grading.py [--submissions 60] [--jobs 2] [--runs 3]
 
@@ -233,47 +234,52 @@ class _SuiteTimer:
         self.status = exitstatus
 
 
-def suite_in_process(root: Path, runs: int) -> tuple[float, float]:
-    """Median wall and CPU seconds of the graded suite's tests on ``root``, in this process,
-    after a warm-up."""
+def _suite_once(root: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of the graded suite's tests on ``root``, in this process."""
     import pytest
 
-    seconds, cpu = [], []
-    for _ in range(runs + 1):
-        timer = _SuiteTimer()
-        argv = [str(GRADED_DIR), "-q", "--tb=no", "-p", "no:cacheprovider"]
-        argv += ["--rootdir", str(REPO), "--submission", str(root)]
-        with open(os.devnull, "w") as null:
-            saved = sys.stdout
-            sys.stdout = null
-            try:
-                pytest.main(argv, plugins=[timer])
-            finally:
-                sys.stdout = saved
-        if timer.status != 0:
-            raise RuntimeError(
-                f"the reference failed the suite in-process ({timer.status})"
-            )
-        seconds.append(timer.seconds)
-        cpu.append(timer.cpu)
-    return statistics.median(seconds[1:]), statistics.median(cpu[1:])
+    timer = _SuiteTimer()
+    argv = [str(GRADED_DIR), "-q", "--tb=no", "-p", "no:cacheprovider"]
+    argv += ["--rootdir", str(REPO), "--submission", str(root)]
+    with open(os.devnull, "w") as null:
+        saved = sys.stdout
+        sys.stdout = null
+        try:
+            pytest.main(argv, plugins=[timer])
+        finally:
+            sys.stdout = saved
+    if timer.status != 0:
+        raise RuntimeError(
+            f"the reference failed the suite in-process ({timer.status})"
+        )
+    return timer.seconds, timer.cpu
 
 
-def ours_one_job(root: Path, runs: int, tmp: Path) -> tuple[float, float]:
-    """Median wall and CPU seconds per submission of ``grade_many(jobs=1)`` in this warm
-    process (CPU: the grading side, the sandbox's template and its worker)."""
-    settings = grade.Settings(hidden_paths=(str(tmp),))
-    batch = [(f"reference-{i}", root) for i in range(runs + 1)]
-    seconds, cpu = [], []
+def _graded_once(root: Path, settings: grade.Settings) -> tuple[float, float]:
+    """Wall and CPU seconds of one submission graded by ``grade_many(jobs=1)`` in this process
+    (CPU: the grading side, the sandbox's template and its worker), timed once the grading
+    session is warm: the first submission of the batch starts it."""
+    times = []
     start, cpu_start = time.perf_counter(), _tree_cpu()
-    for name, graded in grade.grade_many(batch, settings, jobs=1):
+    for name, graded in grade.grade_many(
+        [("warm-up", root), ("timed", root)], settings, 1
+    ):
         if graded.failed:
             raise RuntimeError(f"{name} was not graded: {graded.detail}")
         time.sleep(0.2)  # the template reaps the worker
-        seconds.append(time.perf_counter() - start - 0.2)
-        cpu.append(_tree_cpu() - cpu_start)
+        times.append((time.perf_counter() - start - 0.2, _tree_cpu() - cpu_start))
         start, cpu_start = time.perf_counter(), _tree_cpu()
-    return statistics.median(seconds[1:]), statistics.median(cpu[1:])
+    return times[1]
+
+
+def side_by_side(root: Path, runs: int, tmp: Path) -> list[tuple[float, ...]]:
+    """``(suite, suite_cpu, graded, graded_cpu)`` of each run: the graded suite's tests on the
+    reference in this warm process (imports and collection excluded), then the reference
+    graded by ``grade_many(jobs=1)``. Taken one right after the other, the two terms of a run
+    see the same load, so their quotient drifts far less than either."""
+    settings = grade.Settings(hidden_paths=(str(tmp),))
+    _suite_once(root)  # imports and first-use costs
+    return [(*_suite_once(root), *_graded_once(root, settings)) for _ in range(runs)]
 
 
 def _medians_by_kind(runs: list[dict[str, float]], kinds: dict[str, str]) -> dict:
@@ -318,8 +324,8 @@ def main() -> int:
                 file=sys.stderr,
             )
         reference = staged[next(n for n in kinds if n.endswith("-reference"))]
-        suite, suite_cpu = suite_in_process(reference, args.runs)
-        one_job, one_job_cpu = ours_one_job(reference, args.runs, tmp)
+        pairs = side_by_side(reference, args.runs, tmp)
+    suite, suite_cpu, one_job, one_job_cpu = map(statistics.median, zip(*pairs))
     n = args.submissions
     per_submission = statistics.median(ours) / n
     naive_per_submission = statistics.median(naive) / n
@@ -337,14 +343,16 @@ def main() -> int:
         "naive_seconds_per_submission": round(naive_per_submission, 2),
         "ratio": round(per_submission / naive_per_submission, 2),
         "suite_seconds_in_process": round(suite, 2),
-        "sandbox_overhead": round(one_job / suite, 2),
+        "sandbox_overhead": round(statistics.median(g / s for s, _, g, _ in pairs), 2),
         "projected_minutes_for_300": round(per_submission * 300 / 60, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         # Load-independent figures: CPU seconds, which a busy machine stretches far less.
         "one_job_seconds_per_submission": round(one_job, 2),
         "one_job_cpu_seconds_per_submission": round(one_job_cpu, 2),
         "suite_cpu_seconds_in_process": round(suite_cpu, 2),
-        "sandbox_overhead_cpu": round(one_job_cpu / suite_cpu, 2),
+        "sandbox_overhead_cpu": round(
+            statistics.median(g / s for _, s, _, g in pairs), 2
+        ),
         "naive_cpu_seconds_per_submission": round(statistics.median(naive_cpu) / n, 2),
         "per_kind": per_kind,
         "cpus": os.cpu_count(),
