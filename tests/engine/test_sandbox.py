@@ -109,6 +109,25 @@ def test_each_hang_fails_alone_until_the_function_is_disarmed(tmp_path, quick):
             hw.call("attention.scaled_dot_product_attention", q, q, q)
 
 
+def test_the_stacks_of_a_request_that_finished_are_not_taken_for_a_later_hang(
+    tmp_path, quick, monkeypatch
+):
+    """A request still running at ``hangs.DUMP_AT`` of its limit has its stacks written, then
+    finishes; a later hang whose stacks hold no student frame (a C call) is charged to no one,
+    not to the function of those older stacks."""
+    monkeypatch.setattr(hangs, "DISARM_AFTER", 1)
+    code = (
+        "import signal\nimport time\n\nnap = time.sleep\n\n\ndef slow():\n"
+        "    while signal.getitimer(signal.ITIMER_REAL)[0] > 0:  # until the stacks are written\n"
+        "        time.sleep(0.01)\n    return 1\n"
+    )
+    with IsolatedSubmission(submission(tmp_path, masks=code), limits=quick) as hw:
+        assert hw.call("masks.slow") == 1
+        with pytest.raises(StudentError, match="masks.nap took longer than 1.5 s"):
+            hw.call("masks.nap", 60)
+        assert hw.call("masks.slow") == 1  # not disarmed
+
+
 def test_a_hang_on_one_input_costs_only_that_input(tmp_path, quick):
     code = (
         "_reference_softmax = softmax\n\n\n"
