@@ -238,9 +238,11 @@ def load_state(module: torch.nn.Module, state: dict) -> None:
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
-    """Describe an exception as plain data, with the traceback trimmed to student frames."""
+    """Describe an exception as plain data, with the traceback trimmed to the frames a student
+    can use: not the engine's, nor Python's import system's (a module that fails as it is
+    imported, on its first call, would start with them)."""
     frames = traceback.extract_tb(exc.__traceback__)
-    student = [f for f in frames if "/autograder/" not in f.filename.replace("\\", "/")]
+    student = [f for f in frames if not _machinery(f.filename)]
     text = "".join(traceback.format_list(student)) + "".join(
         traceback.format_exception_only(type(exc), exc)
     )
@@ -250,3 +252,12 @@ def error_info(exc: BaseException) -> ErrorInfo:
         if c.__module__ == "builtins" and c is not object
     )
     return ErrorInfo(type(exc).__name__, str(exc), text, bases)
+
+
+def _machinery(filename: str) -> bool:
+    name = filename.replace("\\", "/")
+    return (
+        "/autograder/" in name
+        or name.startswith("<frozen importlib.")
+        or name.endswith("/importlib/__init__.py")
+    )

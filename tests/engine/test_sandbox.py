@@ -76,6 +76,17 @@ def test_errors_carry_student_frames_without_temporary_paths(tmp_path):
     assert "/tmp" not in info.traceback and "autograder" not in info.traceback
 
 
+def test_a_module_that_fails_on_import_shows_its_own_frames_only(tmp_path):
+    """Not Python's import system, whose frames name the grading host's installation."""
+    hw = IsolatedSubmission(submission(tmp_path, masks="undefined_name"))
+    with hw, pytest.raises(StudentError) as caught:
+        hw.call("masks.causal_mask", 2)
+    info = caught.value.info
+    assert caught.value.is_a(NameError)
+    assert info.traceback.startswith('  File "transformer_hw/masks.py"'), info.traceback
+    assert "importlib" not in info.traceback
+
+
 def test_a_crash_is_reported_and_the_next_call_gets_a_fresh_worker(tmp_path):
     code = "import os\n\n\ndef crash():\n    os._exit(3)\n"
     with IsolatedSubmission(submission(tmp_path, masks=code)) as hw:
