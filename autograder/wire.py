@@ -248,6 +248,8 @@ def send_encoded(
             f"message of {total} bytes exceeds the {MAX_MESSAGE}-byte limit"
         )
     head = _FRAME.pack(total, len(header)) + header
+    if deadline is not None:
+        _check_nonblocking(sock)
     if total <= 1 << 20:  # one system call for the usual small message
         _send_all(sock, b"".join([head, *buffers]), deadline)
         return
@@ -259,7 +261,6 @@ def _send_all(sock: socket.socket, data, deadline: float | None) -> None:
     if deadline is None:
         sock.sendall(data)
         return
-    _check_nonblocking(sock)
     view = memoryview(data).cast("B")
     while view:
         try:
@@ -280,6 +281,8 @@ def recv(
     ``TimeoutError`` when the whole message has not arrived by ``deadline`` (``time.monotonic``;
     the socket must then be non-blocking).
     """
+    if deadline is not None:
+        _check_nonblocking(sock)
     head = _recv_exactly(sock, _FRAME.size, deadline)
     total, header_len = _FRAME.unpack(head)
     if total > limit or header_len > min(total - _FRAME.size, MAX_HEADER):
@@ -289,8 +292,6 @@ def recv(
 
 
 def _recv_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytearray:
-    if deadline is not None:
-        _check_nonblocking(sock)
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
