@@ -66,47 +66,65 @@ class WireError(ValueError):
     """A message that does not describe plain protocol data."""
 
 
+#: Values that are their own JSON (``type`` exactly: a subclass is refused).
+_SCALARS = frozenset({type(None), bool, int, str})
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=True)
+_DECODER = json.JSONDecoder()
+
+
 def encode(value) -> tuple[bytes, list[memoryview]]:
     """Return ``(header, buffers)`` for ``value``; raise ``WireError`` on anything not plain."""
     buffers: list[memoryview] = []
-    tree = _encode(value, buffers, 0)
-    header = json.dumps(tree, separators=(",", ":"), allow_nan=True).encode()
+    header = _ENCODER.encode(_encode(value, buffers, 0)).encode()
     return header, buffers
 
 
+# Encoding and decoding run twice per request on each side of the sandbox, between context
+# switches that leave the caches cold, so they test the common cases first and hand scalars
+# over without a call.
+
+
 def _encode(value, buffers, depth):
-    if depth > MAX_DEPTH:
-        raise WireError("value nested too deeply")
-    if value is None or type(value) in (bool, int, str):
+    kind = type(value)
+    if kind in _SCALARS:
         return value
-    if type(value) is float:
-        return value if math.isfinite(value) else {"f": repr(value)}
     if isinstance(value, torch.Tensor):
         return {"T": _encode_tensor(value, buffers)}
+    if kind in (tuple, list, dict):
+        if depth >= MAX_DEPTH:
+            raise WireError("value nested too deeply")
+        depth += 1
+        if kind is dict:
+            if not all(type(k) is str for k in value):
+                raise WireError("dict keys must be str")
+            return {
+                "d": {
+                    k: v if type(v) in _SCALARS else _encode(v, buffers, depth)
+                    for k, v in value.items()
+                }
+            }
+        items = [
+            v if type(v) in _SCALARS else _encode(v, buffers, depth) for v in value
+        ]
+        return items if kind is list else {"t": items}
+    if kind is float:
+        return value if math.isfinite(value) else {"f": repr(value)}
+    if kind is HandleRef:
+        return {"h": [value.id, value.type_name]}
     if isinstance(value, torch.dtype):
         return {"dt": str(value).removeprefix("torch.")}
     if isinstance(value, torch.device):
         return {"dv": str(value)}
-    if type(value) is list:
-        return [_encode(v, buffers, depth + 1) for v in value]
-    if type(value) is tuple:
-        return {"t": [_encode(v, buffers, depth + 1) for v in value]}
-    if type(value) is dict:
-        if not all(type(k) is str for k in value):
-            raise WireError("dict keys must be str")
-        return {"d": {k: _encode(v, buffers, depth + 1) for k, v in value.items()}}
-    if type(value) is HandleRef:
-        return {"h": [value.id, value.type_name]}
-    if type(value) is ErrorInfo:
+    if kind is ErrorInfo:
         return {
             "e": [value.type_name, value.message, value.traceback, list(value.bases)]
         }
-    raise WireError(f"cannot send a {type(value).__name__}")
+    raise WireError(f"cannot send a {kind.__name__}")
 
 
 def _encode_tensor(t: torch.Tensor, buffers) -> list:
-    name, device_type = _NAMES.get(t.dtype), t.device.type
-    if name is None or device_type not in DEVICE_TYPES or t.layout != torch.strided:
+    name, device_type = _NAMES.get(t.dtype), "cuda" if t.is_cuda else "cpu"
+    if name is None or t.layout != torch.strided or not (t.is_cpu or t.is_cuda):
         raise WireError(f"cannot send a tensor of {t.dtype} on {t.device} ({t.layout})")
     if t.dtype == torch.bfloat16:
         flat = torch.Tensor.contiguous(torch.Tensor.detach(t).cpu())
@@ -127,8 +145,8 @@ def decode(header: bytes, payload: memoryview, device: torch.device):
     """
     if len(header) > MAX_HEADER:
         raise WireError(f"header of {len(header)} bytes refused (limit {MAX_HEADER})")
-    try:
-        tree = json.loads(header)
+    try:  # ``encode`` writes ASCII only
+        tree = _DECODER.decode(header.decode("ascii"))
     except (ValueError, RecursionError) as exc:
         raise WireError(f"bad header: {exc}") from None
     cursor = [0, 0]  # payload offset, values decoded
@@ -138,24 +156,37 @@ def decode(header: bytes, payload: memoryview, device: torch.device):
     return value
 
 
+#: JSON values that decode as themselves.
+_JSON_SCALARS = frozenset({type(None), bool, int, float, str})
+
+
 def _decode(node, payload, cursor, device, depth):
-    if depth > MAX_DEPTH:
-        raise WireError("value nested too deeply")
     cursor[1] += 1
     if cursor[1] > MAX_NODES:
         raise WireError(f"more than {MAX_NODES} values in one message")
-    if node is None or type(node) in (bool, int, float, str):
+    kind = type(node)
+    if kind in _JSON_SCALARS:
         return node
-    if type(node) is list:
+    if depth >= MAX_DEPTH:
+        raise WireError("value nested too deeply")
+    if kind is list:
         return [_decode(v, payload, cursor, device, depth + 1) for v in node]
-    if type(node) is not dict or len(node) != 1:
+    if kind is not dict or len(node) != 1:
         raise WireError("malformed value")
     ((tag, body),) = node.items()
-    if tag == "f" and body in ("inf", "-inf", "nan"):
-        return float(body)
     if tag == "T" and type(body) is list and len(body) == 3:
         return _decode_tensor(body, payload, cursor, device)
-    if tag == "dt" and body in DTYPES:
+    if tag == "t" and type(body) is list:
+        return tuple([_decode(v, payload, cursor, device, depth + 1) for v in body])
+    if tag == "d" and type(body) is dict:
+        return {
+            k: _decode(v, payload, cursor, device, depth + 1) for k, v in body.items()
+        }
+    if tag == "f" and body in ("inf", "-inf", "nan"):
+        return float(body)
+    if tag == "h" and _typed(body, (int, str)):
+        return HandleRef(body[0], body[1])
+    if tag == "dt" and type(body) is str and body in DTYPES:
         return DTYPES[body]
     if tag == "dv" and type(body) is str:
         try:
@@ -165,14 +196,6 @@ def _decode(node, payload, cursor, device, depth):
         if dev.type not in DEVICE_TYPES:
             raise WireError(f"bad device {body!r}")
         return dev
-    if tag == "t" and type(body) is list:
-        return tuple(_decode(v, payload, cursor, device, depth + 1) for v in body)
-    if tag == "d" and type(body) is dict:
-        return {
-            k: _decode(v, payload, cursor, device, depth + 1) for k, v in body.items()
-        }
-    if tag == "h" and _typed(body, (int, str)):
-        return HandleRef(body[0], body[1])
     if (
         tag == "e"
         and _typed(body, (str, str, str, list))
@@ -193,30 +216,34 @@ def _typed(body, types) -> bool:
 def _decode_tensor(body, payload, cursor, device):
     dtype_name, shape, device_type = body
     if (
-        dtype_name not in DTYPES
+        type(dtype_name) is not str
+        or dtype_name not in DTYPES
         or device_type not in DEVICE_TYPES
         or type(shape) is not list
+        or len(shape) > MAX_DEPTH
     ):
         raise WireError("malformed tensor")
-    if len(shape) > MAX_DEPTH or not all(type(n) is int and n >= 0 for n in shape):
-        raise WireError("malformed tensor shape")
+    numel = 1
+    for n in shape:
+        if type(n) is not int or n < 0:
+            raise WireError("malformed tensor shape")
+        numel *= n
     dtype = DTYPES[dtype_name]
-    numel = math.prod(shape)
-    nbytes = numel * dtype.itemsize
     start = cursor[0]
-    if nbytes > len(payload) - start:
+    end = start + numel * dtype.itemsize
+    if end > len(payload):
         raise WireError("tensor larger than the message")
-    cursor[0] = start + nbytes
+    cursor[0] = end
     if numel == 0:
         tensor = torch.empty(shape, dtype=dtype)
     elif dtype in _NUMPY:  # a copy of the bytes: nothing the sender holds is shared
-        raw = numpy.frombuffer(bytearray(payload[start : cursor[0]]), _NUMPY[dtype])
+        raw = numpy.frombuffer(bytearray(payload[start:end]), _NUMPY[dtype])
         tensor = torch.from_numpy(raw.reshape(shape))
     elif dtype == torch.bool:  # any byte other than 0 is True, as in torch's own casts
-        raw = numpy.frombuffer(payload[start : cursor[0]], numpy.uint8) != 0
+        raw = numpy.frombuffer(payload[start:end], numpy.uint8) != 0
         tensor = torch.from_numpy(raw.reshape(shape))
     else:
-        raw = bytearray(payload[start : cursor[0]])
+        raw = bytearray(payload[start:end])
         tensor = torch.frombuffer(raw, dtype=dtype).reshape(shape)
     if device_type == "cuda":
         if device.type != "cuda":  # never start CUDA in a process that was not asked to

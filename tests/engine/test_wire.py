@@ -113,6 +113,11 @@ def message(tree, payload=b""):
         ({"e": ["E", "m", "t", [1]]}, b""),
         ({"f": "1e999x"}, b""),
         ({"t": [1], "d": {}}, b""),
+        # values of a type a lookup cannot take (unhashable) are refused the same way
+        ({"T": [["float32"], [1], "cpu"]}, b"\0" * 4),
+        ({"T": ["float32", [1], ["cpu"]]}, b"\0" * 4),
+        ({"dt": ["float32"]}, b""),
+        ({"f": ["inf"]}, b""),
     ],
 )
 def test_malformed_messages_are_refused(tree, payload):
@@ -136,6 +141,8 @@ def test_deep_nesting_and_bad_json_are_refused():
         wire.decode(deep.encode(), memoryview(b""), CPU)
     with pytest.raises(wire.WireError):
         wire.decode(b"{not json", memoryview(b""), CPU)
+    with pytest.raises(wire.WireError):  # ``encode`` writes ASCII only
+        wire.decode('"caf\u00e9"'.encode(), memoryview(b""), CPU)
 
 
 def test_framing_over_a_socket_and_the_size_limit():
