@@ -9,6 +9,7 @@ pytest and the protocol.
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import os
 import queue
@@ -352,6 +353,11 @@ class _SubmissionLoop:
     def pytest_runtestloop(self, session):
         if self.collector.errors:
             return None  # pytest's own loop reports them; the session ends
+        # Torch, pytest and the collected suite live as long as the session: they are kept out
+        # of the garbage collector's full passes, which would otherwise walk all of them every
+        # few submissions (a fifth of a second each). Garbage first, or it would stay for good.
+        gc.collect()
+        gc.freeze()
         while (job := self.jobs.get()) is not None:
             try:
                 job.results = self._run(session, job)
@@ -369,6 +375,12 @@ class _SubmissionLoop:
         items = session.items
         for item, nextitem in zip(items, [*items[1:], None], strict=True):
             item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+        # pytest's terminal reporter keeps every report for a closing summary that a session
+        # grading one submission after another never prints: a batch of hundreds would pile
+        # them up (memory, and the garbage collector's time).
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.stats.clear()
         return _sorted(self.collector.results)
 
     def fail_waiting(self, reason: str) -> None:

@@ -3,6 +3,7 @@ submission after another, must grade each exactly as a run of its own does."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,11 @@ from autograder.zoo.mutants import CATALOGUE, apply
 REPO = Path(__file__).resolve().parents[2]
 #: Sandboxed, on the parts the mutant below breaks (and one it does not).
 ARGS = ["--isolate", "-k", "part1 or part2"]
+
+
+def live(kind: type) -> int:
+    gc.collect()
+    return sum(type(o) is kind for o in gc.get_objects())
 
 
 def outcomes(tests) -> list[tuple[str, bool, str]]:
@@ -32,10 +38,15 @@ def test_one_session_grades_each_submission_as_a_run_of_its_own(tmp_path):
         REPO / "solutions",
     ]
     session = SuiteSession(ARGS, [LimitsPlugin(Limits())])
+    together, reports_held = [], []
     try:
-        together = [outcomes(session.run(root, [])) for root in roots]
+        for root in roots:
+            together.append(outcomes(session.run(root, [])))
+            reports_held.append(live(pytest.TestReport))
     finally:
         session.close()
+    # Nothing of a graded submission stays behind: a batch of hundreds must not pile up.
+    assert reports_held[-1] <= reports_held[0], reports_held
     apart = [
         outcomes(run_suite(root, ARGS, [], [LimitsPlugin(Limits())])[0])
         for root in roots
