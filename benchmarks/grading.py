@@ -3,7 +3,7 @@
 The batch is weighted like a class: at least half correct solutions (the reference and the
 alternative-style example, as folders, zips and bare module files), the rest bug-zoo mutants
 and broken uploads (an archive that escapes its folder, a syntax error, a missing module,
-non-UTF-8 text), repeated up to ``--submissions``. Three figures, each the
+non-UTF-8 text), repeated up to ``--submissions``. Three figures, the first two the
 median of ``--runs`` runs:
 
 - ``autograder grade BATCH --jobs J`` (sandboxed, the suite run in J grading processes);
@@ -11,10 +11,11 @@ median of ``--runs`` runs:
   in-process, no sandbox), J of them at a time, so the ratio is not flattered by parallelism;
 - the graded suite on the reference in this warm process, in-process, imports and collection
   excluded (the cost of the tests themselves), and right after it the same reference graded
-  by ``grade_many(jobs=1)`` in this process: the median of the runs' quotients is
-  ``sandbox_overhead``.
+  by ``grade_many(jobs=1)`` in this process, ``--pairs`` times: the median of the pairs'
+  quotients is ``sandbox_overhead`` (on a shared host one pair's quotient can be a fifth off
+  either way, so it takes many).
 
-    python benchmarks/grading.py [--submissions 60] [--jobs 2] [--runs 3]
+    python benchmarks/grading.py [--submissions 60] [--jobs 2] [--runs 3] [--pairs 15]
 
 Prints a table per kind of submission on stderr and one JSON line on stdout. The machine's load
 average is part of the line: on a shared machine, compare figures taken under similar load.
@@ -272,14 +273,22 @@ def _graded_once(root: Path, settings: grade.Settings) -> tuple[float, float]:
     return times[1]
 
 
-def side_by_side(root: Path, runs: int, tmp: Path) -> list[tuple[float, ...]]:
+def side_by_side(root: Path, pairs: int, tmp: Path) -> list[tuple[float, ...]]:
     """``(suite, suite_cpu, graded, graded_cpu)`` of each run: the graded suite's tests on the
     reference in this warm process (imports and collection excluded), then the reference
     graded by ``grade_many(jobs=1)``. Taken one right after the other, the two terms of a run
     see the same load, so their quotient drifts far less than either."""
     settings = grade.Settings(hidden_paths=(str(tmp),))
     _suite_once(root)  # imports and first-use costs
-    return [(*_suite_once(root), *_graded_once(root, settings)) for _ in range(runs)]
+    return [(*_suite_once(root), *_graded_once(root, settings)) for _ in range(pairs)]
+
+
+def _quartiles(values: list[float]) -> list[float]:
+    """The first and third quartiles: how far one pair's quotient strays."""
+    if len(values) < 2:
+        return [round(values[0], 2)] * 2
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return [round(q1, 2), round(q3, 2)]
 
 
 def _medians_by_kind(runs: list[dict[str, float]], kinds: dict[str, str]) -> dict:
@@ -298,9 +307,17 @@ def main() -> int:
     parser.add_argument("--submissions", type=int, default=60)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--runs", type=int, default=3, help="median of this many runs")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=15,
+        help="sandbox_overhead: median of this many pairs",
+    )
     args = parser.parse_args()
     if args.submissions < 4:
         parser.error("--submissions must be at least 4")
+    if args.runs < 1 or args.pairs < 1:
+        parser.error("--runs and --pairs must be at least 1")
     import torch
 
     torch.set_num_threads(1)  # as in the sandbox's worker, for the in-process suite
@@ -324,7 +341,7 @@ def main() -> int:
                 file=sys.stderr,
             )
         reference = staged[next(n for n in kinds if n.endswith("-reference"))]
-        pairs = side_by_side(reference, args.runs, tmp)
+        pairs = side_by_side(reference, args.pairs, tmp)
     suite, suite_cpu, one_job, one_job_cpu = map(statistics.median, zip(*pairs))
     n = args.submissions
     per_submission = statistics.median(ours) / n
@@ -344,6 +361,7 @@ def main() -> int:
         "ratio": round(per_submission / naive_per_submission, 2),
         "suite_seconds_in_process": round(suite, 2),
         "sandbox_overhead": round(statistics.median(g / s for s, _, g, _ in pairs), 2),
+        "sandbox_overhead_quartiles": _quartiles([g / s for s, _, g, _ in pairs]),
         "projected_minutes_for_300": round(per_submission * 300 / 60, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         # Load-independent figures: CPU seconds, which a busy machine stretches far less.
