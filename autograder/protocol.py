@@ -157,9 +157,7 @@ class Submission:
     def request(
         self, op: str, target: Handle | None, name: str | None, *args, **kwargs
     ):
-        ref = target.ref if target is not None else None
-        value = self._send(op, ref, name, _to_refs(args), _to_refs(kwargs))
-        return self._from_refs(value)
+        return self._send(op, target, name, args, kwargs)
 
     def close(self) -> None:
         """Release the student process's resources (nothing to do in-process)."""
@@ -172,13 +170,10 @@ class Submission:
 
     # Implementations ------------------------------------------------------------------------
     def _send(self, op, target, name, args, kwargs):
-        """Carry out one request; return plain data with ``HandleRef``s or raise ``StudentError``."""
+        """Carry out one request whose target and arguments may hold ``Handle``s; return plain
+        data with ``Handle``s of this submission, or raise ``StudentError``. (Each implementation
+        translates handles in its own single pass over the values.)"""
         raise NotImplementedError
-
-    def _from_refs(self, value):
-        return map_plain(
-            value, lambda v: Handle(self, v) if isinstance(v, HandleRef) else v
-        )
 
 
 def _constructed(name: str, value) -> Handle:
@@ -196,7 +191,7 @@ def _to_refs(value):
 def map_plain(value, leaf):
     """``leaf`` applied to everything inside lists, tuples and dicts, keeping their shape."""
     if isinstance(value, (list, tuple)):
-        return type(value)(map_plain(v, leaf) for v in value)
+        return type(value)([map_plain(v, leaf) for v in value])
     if isinstance(value, dict):
         return {k: map_plain(v, leaf) for k, v in value.items()}
     return leaf(value)
@@ -212,10 +207,13 @@ class InProcessSubmission(Submission):
         self._executor = Executor(self.root)
 
     def _send(self, op, target, name, args, kwargs):
-        outcome = self._executor.run(op, target, name, args, kwargs)
+        ref = target.ref if target is not None else None
+        outcome = self._executor.run(op, ref, name, _to_refs(args), _to_refs(kwargs))
         if outcome[0] == "error":
             raise StudentError(outcome[1]) from outcome[2]
-        return outcome[1]
+        return map_plain(
+            outcome[1], lambda v: Handle(self, v) if isinstance(v, HandleRef) else v
+        )
 
 
 @contextlib.contextmanager

@@ -38,10 +38,10 @@ from autograder.forbidden import Violation
 from autograder.points import MODULES, PACKAGE
 from autograder.protocol import (
     ErrorInfo,
+    Handle,
     HandleRef,
     StudentError,
     Submission,
-    map_plain,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -124,7 +124,7 @@ class IsolatedSubmission(Submission):
 
     # The protocol ------------------------------------------------------------------------------
     def _send(self, op, target, name, args, kwargs):
-        label = _label(op, target, name)
+        label = _label(op, target.ref if target is not None else None, name)
         if self._closed:
             raise _error("RuntimeError", "the submission was already closed")
         if label in self._refused:
@@ -138,18 +138,18 @@ class IsolatedSubmission(Submission):
         request = {
             "seq": self._seq + 1,
             "op": op,
-            "target": self._inward(target),
+            "target": target,
             "name": name,
-            "args": self._inward(args),
-            "kwargs": self._inward(kwargs),
+            "args": args,
+            "kwargs": kwargs,
         }
-        self._seq += 1
         try:
-            encoded = wire.encode(request)
+            encoded = wire.encode(request, handle=self._worker_ref)
         except wire.WireError as exc:  # the test's own arguments
             raise TypeError(
                 f"the arguments of {label} are not plain data: {exc}"
             ) from None
+        self._seq += 1
         timeout = min(self.limits.call_timeout, remaining)
         try:
             if self._sock is None:
@@ -199,7 +199,7 @@ class IsolatedSubmission(Submission):
         ]
         if "error" in reply:
             raise StudentError(self._scrub(reply["error"]))
-        return self._outward(reply["ok"])
+        return reply["ok"]
 
     def close(self) -> None:
         if not self._closed:
@@ -325,17 +325,18 @@ class IsolatedSubmission(Submission):
             if self._sock in readable:
                 budget = self.limits.reply_bytes - self._reply_bytes
                 try:
-                    reply = wire.recv(
+                    reply, size = wire.recv_sized(
                         self._sock,
                         self.device,
                         limit=min(wire.MAX_MESSAGE, max(budget, 0)),
                         deadline=deadline,
+                        handle=self._handle,
                     )
                 except EOFError:
                     raise _WorkerEnded(self._how_it_ended(client)) from None
                 if hello:
                     return reply
-                self._reply_bytes += _reply_size(reply)
+                self._reply_bytes += size
                 if not _valid_reply(reply, self._seq):
                     raise wire.WireError("reply out of sequence")
                 return reply
@@ -348,29 +349,22 @@ class IsolatedSubmission(Submission):
             return "was lost with the sandbox's template process"
 
     # Handles and messages ----------------------------------------------------------------------
-    def _inward(self, value):
-        """Grading-side handle ids to the worker's, refusing handles of an earlier worker."""
-        return map_plain(value, self._inward_one)
+    def _worker_ref(self, handle: Handle) -> HandleRef:
+        """What a handle is called in the worker; a handle of an earlier worker is refused.
+        (Applied by ``wire.encode`` as it goes: no pass of its own over a request.)"""
+        ref = handle.ref
+        if ref.id >> _GEN_SHIFT != self._generation or self._sock is None:
+            raise _error(
+                "ProcessExit",
+                f"this {ref.type_name} was lost when the submission's process stopped",
+            )
+        return HandleRef(ref.id & ((1 << _GEN_SHIFT) - 1), ref.type_name)
 
-    def _inward_one(self, value):
-        if isinstance(value, HandleRef):
-            if value.id >> _GEN_SHIFT != self._generation or self._sock is None:
-                raise _error(
-                    "ProcessExit",
-                    f"this {value.type_name} was lost when the submission's process stopped",
-                )
-            return HandleRef(value.id & ((1 << _GEN_SHIFT) - 1), value.type_name)
-        return value
-
-    def _outward(self, value):
-        """The worker's handle ids to grading-side ones, marked with this worker's generation."""
-        return map_plain(
-            value,
-            lambda v: (
-                HandleRef(self._generation << _GEN_SHIFT | v.id, v.type_name)
-                if isinstance(v, HandleRef)
-                else v
-            ),
+    def _handle(self, ref: HandleRef) -> Handle:
+        """A handle to the worker's object ``ref``, marked with this worker's generation
+        (applied by ``wire.recv`` as it decodes a reply)."""
+        return Handle(
+            self, HandleRef(self._generation << _GEN_SHIFT | ref.id, ref.type_name)
         )
 
     def _scrub(self, info: ErrorInfo) -> ErrorInfo:
@@ -467,20 +461,6 @@ def _valid_record(record) -> bool:
         and record[0].endswith(".py")
         and len(record[2]) <= 200
     )
-
-
-def _reply_size(value) -> int:
-    """Bytes of tensor data in a reply (what the per-submission budget counts)."""
-    size = 0
-
-    def count(leaf):
-        nonlocal size
-        if hasattr(leaf, "element_size"):
-            size += leaf.numel() * leaf.element_size()
-        return leaf
-
-    map_plain(value, count)
-    return size
 
 
 def _describe_status(status: int | None) -> str:

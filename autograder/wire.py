@@ -28,7 +28,7 @@ import time
 import numpy
 import torch
 
-from autograder.protocol import ErrorInfo, HandleRef
+from autograder.protocol import ErrorInfo, Handle, HandleRef
 
 #: Largest frame either side accepts (tensors of the graded suite are tiny; a char-LM
 #: state dict is a few MB).
@@ -68,14 +68,19 @@ class WireError(ValueError):
 
 #: Values that are their own JSON (``type`` exactly: a subclass is refused).
 _SCALARS = frozenset({type(None), bool, int, str})
+_STR = frozenset({str})
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=True)
 _DECODER = json.JSONDecoder()
 
 
-def encode(value) -> tuple[bytes, list[memoryview]]:
-    """Return ``(header, buffers)`` for ``value``; raise ``WireError`` on anything not plain."""
+def encode(value, handle=None) -> tuple[bytes, list[memoryview]]:
+    """Return ``(header, buffers)`` for ``value``; raise ``WireError`` on anything not plain.
+
+    ``handle`` gives the ``HandleRef`` to send for each ``protocol.Handle`` in ``value``
+    (without it a ``Handle`` is refused).
+    """
     buffers: list[memoryview] = []
-    header = _ENCODER.encode(_encode(value, buffers, 0)).encode()
+    header = _ENCODER.encode(_encode(value, buffers, 0, handle)).encode()
     return header, buffers
 
 
@@ -84,7 +89,7 @@ def encode(value) -> tuple[bytes, list[memoryview]]:
 # over without a call.
 
 
-def _encode(value, buffers, depth):
+def _encode(value, buffers, depth, handle):
     kind = type(value)
     if kind in _SCALARS:
         return value
@@ -95,20 +100,23 @@ def _encode(value, buffers, depth):
             raise WireError("value nested too deeply")
         depth += 1
         if kind is dict:
-            if not all(type(k) is str for k in value):
+            if not _STR.issuperset(map(type, value)):
                 raise WireError("dict keys must be str")
             return {
                 "d": {
-                    k: v if type(v) in _SCALARS else _encode(v, buffers, depth)
+                    k: v if type(v) in _SCALARS else _encode(v, buffers, depth, handle)
                     for k, v in value.items()
                 }
             }
         items = [
-            v if type(v) in _SCALARS else _encode(v, buffers, depth) for v in value
+            v if type(v) in _SCALARS else _encode(v, buffers, depth, handle)
+            for v in value
         ]
         return items if kind is list else {"t": items}
     if kind is float:
         return value if math.isfinite(value) else {"f": repr(value)}
+    if kind is Handle and handle is not None:
+        value, kind = handle(value), HandleRef
     if kind is HandleRef:
         return {"h": [value.id, value.type_name]}
     if isinstance(value, torch.dtype):
@@ -137,20 +145,27 @@ def _encode_tensor(t: torch.Tensor, buffers) -> list:
     return [name, list(t.shape), device_type]
 
 
-def decode(header: bytes, payload: memoryview, device: torch.device):
+def decode(header: bytes, payload: memoryview, device: torch.device, handle=None):
     """Rebuild a value from ``header`` and the tensor bytes in ``payload``.
 
     Tensors recorded on a CUDA device are placed on ``device`` (the receiver's own); the rest
-    stay on the CPU.
+    stay on the CPU. ``handle``, where given, turns each ``HandleRef`` into what it returns.
     """
     if len(header) > MAX_HEADER:
         raise WireError(f"header of {len(header)} bytes refused (limit {MAX_HEADER})")
-    try:  # ``encode`` writes ASCII only
-        tree = _DECODER.decode(header.decode("ascii"))
+    try:  # ``encode`` writes ASCII only, and no white space
+        text = header.decode("ascii")
+        tree, end = _DECODER.raw_decode(text)
     except (ValueError, RecursionError) as exc:
         raise WireError(f"bad header: {exc}") from None
-    cursor = [0, 0]  # payload offset, values decoded
-    value = _decode(tree, payload, cursor, device, 0)
+    if end != len(text):
+        raise WireError("bad header: data after the value")
+    cursor = [0, 1, handle]  # payload offset, values counted, what a HandleRef becomes
+    value = (
+        tree
+        if type(tree) in _JSON_SCALARS
+        else _decode(tree, payload, cursor, device, 0)
+    )
     if cursor[0] != len(payload):
         raise WireError("unused bytes after the tensors")
     return value
@@ -161,31 +176,33 @@ _JSON_SCALARS = frozenset({type(None), bool, int, float, str})
 
 
 def _decode(node, payload, cursor, device, depth):
-    cursor[1] += 1
-    if cursor[1] > MAX_NODES:
-        raise WireError(f"more than {MAX_NODES} values in one message")
-    kind = type(node)
-    if kind in _JSON_SCALARS:
-        return node
+    """A list or a tagged dict (a scalar is kept as it is, without a call); every value is
+    counted by the container that holds it."""
     if depth >= MAX_DEPTH:
         raise WireError("value nested too deeply")
+    kind = type(node)
     if kind is list:
-        return [_decode(v, payload, cursor, device, depth + 1) for v in node]
+        return _decode_items(node, payload, cursor, device, depth)
     if kind is not dict or len(node) != 1:
         raise WireError("malformed value")
     ((tag, body),) = node.items()
     if tag == "T" and type(body) is list and len(body) == 3:
         return _decode_tensor(body, payload, cursor, device)
     if tag == "t" and type(body) is list:
-        return tuple([_decode(v, payload, cursor, device, depth + 1) for v in body])
+        return tuple(_decode_items(body, payload, cursor, device, depth))
     if tag == "d" and type(body) is dict:
+        _count(cursor, len(body))
         return {
-            k: _decode(v, payload, cursor, device, depth + 1) for k, v in body.items()
+            k: v
+            if type(v) in _JSON_SCALARS
+            else _decode(v, payload, cursor, device, depth + 1)
+            for k, v in body.items()
         }
     if tag == "f" and body in ("inf", "-inf", "nan"):
         return float(body)
     if tag == "h" and _typed(body, (int, str)):
-        return HandleRef(body[0], body[1])
+        ref = HandleRef(body[0], body[1])
+        return ref if cursor[2] is None else cursor[2](ref)
     if tag == "dt" and type(body) is str and body in DTYPES:
         return DTYPES[body]
     if tag == "dv" and type(body) is str:
@@ -203,6 +220,22 @@ def _decode(node, payload, cursor, device, depth):
     ):
         return ErrorInfo(body[0], body[1], body[2], tuple(body[3]))
     raise WireError(f"malformed value tagged {tag!r}")
+
+
+def _decode_items(items: list, payload, cursor, device, depth) -> list:
+    _count(cursor, len(items))
+    return [
+        v
+        if type(v) in _JSON_SCALARS
+        else _decode(v, payload, cursor, device, depth + 1)
+        for v in items
+    ]
+
+
+def _count(cursor, values: int) -> None:
+    cursor[1] += values
+    if cursor[1] > MAX_NODES:
+        raise WireError(f"more than {MAX_NODES} values in one message")
 
 
 def _typed(body, types) -> bool:
@@ -269,7 +302,7 @@ def send_encoded(
     must then be non-blocking) ``TimeoutError`` when a peer that stopped reading holds it up
     past that moment."""
     header, buffers = encoded
-    total = _FRAME.size + len(header) + sum(b.nbytes for b in buffers)
+    total = _FRAME.size + len(header) + sum(map(len, buffers))  # bytes: cast("B")
     if total > MAX_MESSAGE:
         raise WireError(
             f"message of {total} bytes exceeds the {MAX_MESSAGE}-byte limit"
@@ -301,10 +334,22 @@ def recv(
     device: torch.device,
     limit: int = MAX_MESSAGE,
     deadline: float | None = None,
+    handle=None,
 ):
-    """Read one framed message.
+    """Read one framed message (``recv_sized`` without its size)."""
+    return recv_sized(sock, device, limit, deadline, handle)[0]
 
-    ``EOFError`` when the peer closed, ``WireError`` when malformed or too large,
+
+def recv_sized(
+    sock: socket.socket,
+    device: torch.device,
+    limit: int = MAX_MESSAGE,
+    deadline: float | None = None,
+    handle=None,
+) -> tuple[object, int]:
+    """Read one framed message: its value (``handle`` as in ``decode``) and its size in bytes.
+
+    ``EOFError`` when the peer closed, ``WireError`` when malformed or larger than ``limit``,
     ``TimeoutError`` when the whole message has not arrived by ``deadline`` (``time.monotonic``;
     the socket must then be non-blocking).
     """
@@ -315,7 +360,8 @@ def recv(
     if total > limit or header_len > min(total - _FRAME.size, MAX_HEADER):
         raise WireError(f"message of {total} bytes refused (limit {limit})")
     body = memoryview(_recv_exactly(sock, total - _FRAME.size, deadline))
-    return decode(body[:header_len].tobytes(), body[header_len:], device)
+    value = decode(body[:header_len].tobytes(), body[header_len:], device, handle)
+    return value, total
 
 
 def _recv_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytearray:
