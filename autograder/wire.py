@@ -334,10 +334,9 @@ def recv(
     device: torch.device,
     limit: int = MAX_MESSAGE,
     deadline: float | None = None,
-    handle=None,
 ):
     """Read one framed message (``recv_sized`` without its size)."""
-    return recv_sized(sock, device, limit, deadline, handle)[0]
+    return recv_sized(sock, device, limit, deadline)[0]
 
 
 def recv_sized(

@@ -274,9 +274,9 @@ def _graded_once(root: Path, settings: grade.Settings) -> tuple[float, float]:
 
 
 def side_by_side(root: Path, pairs: int, tmp: Path) -> list[tuple[float, ...]]:
-    """``(suite, suite_cpu, graded, graded_cpu)`` of each run: the graded suite's tests on the
+    """``(suite, suite_cpu, graded, graded_cpu)`` of each pair: the graded suite's tests on the
     reference in this warm process (imports and collection excluded), then the reference
-    graded by ``grade_many(jobs=1)``. Taken one right after the other, the two terms of a run
+    graded by ``grade_many(jobs=1)``. Taken one right after the other, the two terms of a pair
     see the same load, so their quotient drifts far less than either."""
     settings = grade.Settings(hidden_paths=(str(tmp),))
     _suite_once(root)  # imports and first-use costs
