@@ -3,7 +3,6 @@ way those tests start whole processes."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -54,25 +53,25 @@ class Run:
 @pytest.fixture(scope="session")
 def graded_batch(tmp_path_factory) -> tuple[Path, Path]:
     """The example batch (the kept examples and those written from the zoo) plus a zoo mutant,
-    graded once on part 4: ``(batch, out)``."""
+    graded once on part 4 in this process (the pool of `--jobs` has tests of its own):
+    ``(batch, out)``."""
     folder = tmp_path_factory.mktemp("graded-batch")
     batch, out = folder / "batch", folder / "grades"
     shutil.copytree(EXAMPLES, batch)
     examples.write(batch)
     apply(MUTANT, SOLUTIONS, batch / MUTANT.name)
-    assert (
-        cli.main(["grade", str(batch), "--out", str(out), "-k", KEYWORD, "--jobs", "2"])
-        == 0
-    )
+    assert cli.main(["grade", str(batch), "--out", str(out), "-k", KEYWORD]) == 0
     return batch, out
 
 
 @pytest.fixture(scope="session")
 def zoo_verdicts(tmp_path_factory) -> dict[str, zoo.Verdict]:
     """Every mutant of the bug zoo graded on the whole suite, once per test session: the
-    costliest thing the engine's tests do, shared by every test that reads the zoo's grades
-    (at most four grading processes: each holds torch twice, itself and its template)."""
+    costliest thing the engine's tests do, shared by every test that reads the zoo's grades.
+    Graded in this process, one mutant after another: the suite's other tests keep the second
+    core busy, and a pool of grading processes would import torch and start a sandbox again in
+    each (seconds of CPU apiece)."""
     out = tmp_path_factory.mktemp("zoo")
-    found, reference = zoo.run(out, jobs=min(os.cpu_count() or 1, 4))
+    found, reference = zoo.run(out)
     assert reference == TOTAL_POINTS, f"the reference got {reference}/{TOTAL_POINTS}"
     return {v.mutant.name: v for v in found}

@@ -38,9 +38,7 @@ def graded(tmp_path_factory):
             module = target / f"{edit.stem}.py"
             module.write_text(module.read_text() + "\n\n" + edit.read_text())
     out = tmp_path_factory.mktemp("grades")
-    status = cli.main(
-        ["grade", str(batch), "--out", str(out), "--jobs", "2", "-k", KEYWORD]
-    )
+    status = cli.main(["grade", str(batch), "--out", str(out), "-k", KEYWORD])
     assert status == 0
     return out
 
