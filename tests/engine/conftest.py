@@ -50,6 +50,22 @@ class Run:
         return out
 
 
+#: The files that take longest, first: under pytest-xdist's ``--dist loadfile`` a long file that
+#: starts last keeps one worker busy while the other has run out of files.
+LONGEST_FIRST = (
+    "test_zoo.py",
+    "test_nbgrader.py",
+    "test_release.py",
+    "test_adversarial.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    # A stable sort: the other files keep their order.
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 @pytest.fixture(scope="session")
 def graded_batch(tmp_path_factory) -> tuple[Path, Path]:
     """The example batch (the kept examples and those written from the zoo) plus a zoo mutant,
