@@ -77,7 +77,8 @@ def encode(value, handle=None) -> tuple[bytes, list[memoryview]]:
     """Return ``(header, buffers)`` for ``value``; raise ``WireError`` on anything not plain.
 
     ``handle`` gives the ``HandleRef`` to send for each ``protocol.Handle`` in ``value``
-    (without it a ``Handle`` is refused).
+    (without it a ``Handle`` is refused; with it a bare ``HandleRef``, which would name an
+    object of the receiver's past without this side's translation).
     """
     buffers: list[memoryview] = []
     header = _ENCODER.encode(_encode(value, buffers, 0, handle)).encode()
@@ -116,8 +117,11 @@ def _encode(value, buffers, depth, handle):
     if kind is float:
         return value if math.isfinite(value) else {"f": repr(value)}
     if kind is Handle and handle is not None:
-        value, kind = handle(value), HandleRef
-    if kind is HandleRef:
+        value = handle(value)
+        return {"h": [value.id, value.type_name]}
+    if (
+        kind is HandleRef and handle is None
+    ):  # the sender's own names (the worker's replies)
         return {"h": [value.id, value.type_name]}
     if isinstance(value, torch.dtype):
         return {"dt": str(value).removeprefix("torch.")}

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from autograder import wire
-from autograder.protocol import ErrorInfo, HandleRef
+from autograder.protocol import ErrorInfo, Handle, HandleRef
 
 CPU = torch.device("cpu")
 
@@ -65,6 +65,24 @@ def test_plain_values_round_trip():
         and back["error"].bases[0] == "ValueError"
     )
     assert torch.equal(back["nested"]["t"][0], torch.ones(2))
+
+
+def test_handles_are_translated_and_bare_refs_refused_where_they_are():
+    """The grading side sends each ``Handle`` as the name its translator gives; a bare
+    ``HandleRef`` there would skip the translation (and the check that its worker still lives)."""
+
+    def translate(h: Handle) -> HandleRef:
+        return HandleRef(h.ref.id - 100, h.ref.type_name)
+
+    header, buffers = wire.encode([Handle(None, HandleRef(107, "KVCache"))], translate)
+    payload = memoryview(b"".join(buffers))
+    assert wire.decode(header, payload, torch.device("cpu")) == [
+        HandleRef(7, "KVCache")
+    ]
+    with pytest.raises(wire.WireError):
+        wire.encode([HandleRef(7, "KVCache")], translate)
+    with pytest.raises(wire.WireError):
+        wire.encode([Handle(None, HandleRef(7, "KVCache"))])
 
 
 def test_a_tensor_subclass_arrives_as_a_plain_tensor():
