@@ -117,11 +117,10 @@ def _encode(value, buffers, depth, handle):
     if kind is float:
         return value if math.isfinite(value) else {"f": repr(value)}
     if kind is Handle and handle is not None:
-        value = handle(value)
-        return {"h": [value.id, value.type_name]}
-    if (
-        kind is HandleRef and handle is None
-    ):  # the sender's own names (the worker's replies)
+        value, kind = handle(value), HandleRef
+    elif kind is HandleRef and handle is not None:  # skips this side's translation
+        raise WireError("cannot send a bare HandleRef where handles are translated")
+    if kind is HandleRef:
         return {"h": [value.id, value.type_name]}
     if isinstance(value, torch.dtype):
         return {"dt": str(value).removeprefix("torch.")}

@@ -76,9 +76,7 @@ def test_handles_are_translated_and_bare_refs_refused_where_they_are():
 
     header, buffers = wire.encode([Handle(None, HandleRef(107, "KVCache"))], translate)
     payload = memoryview(b"".join(buffers))
-    assert wire.decode(header, payload, torch.device("cpu")) == [
-        HandleRef(7, "KVCache")
-    ]
+    assert wire.decode(header, payload, CPU) == [HandleRef(7, "KVCache")]
     with pytest.raises(wire.WireError):
         wire.encode([HandleRef(7, "KVCache")], translate)
     with pytest.raises(wire.WireError):
