@@ -1,0 +1,139 @@
+"""What one request costs the sandbox: the same calls isolated and in-process, and the host's own
+price of a switch between two processes.
+
+``sandbox_overhead`` (``benchmarks/grading.py``) sums a fixed price per request over the suite's
+several hundred requests. This prints that price directly, on the reference: the median
+microseconds per request of a call that carries no tensors in (``masks.causal_mask``) and of
+one that carries three and returns two (``attention.scaled_dot_product_attention``),
+each made through an ``IsolatedSubmission`` and an ``InProcessSubmission``, and the same
+attention twice in a row inside one request of the worker (the first right after a switch, the
+second on warm caches). Then a one-byte ping-pong between two bare processes, on one CPU and on
+two: what the host charges for the switch alone, without Python's or torch's working sets.
+
+    python benchmarks/round_trip.py [--requests 1000]
+
+Prints one JSON line (microseconds) with the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import torch
+
+from autograder.points import PACKAGE
+from autograder.protocol import InProcessSubmission
+from autograder.release import SOLUTIONS
+from autograder.sandbox import IsolatedSubmission
+
+SDPA = "attention.scaled_dot_product_attention"
+#: Appended to the reference's masks.py in a copy: times the attention twice in one request.
+TWICE = """
+
+def _twice(x):
+    import time
+    from transformer_hw.attention import scaled_dot_product_attention as attend
+    start = time.perf_counter()
+    attend(x, x, x)
+    middle = time.perf_counter()
+    attend(x, x, x)
+    return (middle - start) * 1e6, (time.perf_counter() - middle) * 1e6
+"""
+
+
+def per_request(submission, requests: int) -> dict[str, float]:
+    """Median microseconds per request of each kind, and of the attention inside a request."""
+    x = torch.randn(2, 4, 8, 16)
+    kinds = {
+        "mask": lambda: submission.call("masks.causal_mask", 3),
+        "attention": lambda: submission.call(SDPA, x, x, x),
+    }
+    figures = {}
+    for kind, request in kinds.items():
+        request()
+        times = []
+        for _ in range(requests):
+            start = time.perf_counter()
+            request()
+            times.append(time.perf_counter() - start)
+        figures[kind] = statistics.median(times) * 1e6
+    inside = [submission.call("masks._twice", x) for _ in range(requests)]
+    figures["attention_first_inside"] = statistics.median(f for f, _ in inside)
+    figures["attention_second_inside"] = statistics.median(s for _, s in inside)
+    return figures
+
+
+def ping_pong(same_cpu: bool, rounds: int = 20_000) -> float | None:
+    """Microseconds per one-byte round trip between this process and a forked one; ``None``
+    where there are not two CPUs to choose from."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        return None
+    mine, theirs = allowed[0], allowed[0] if same_cpu else allowed[1]
+    ours, peer = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        ours.close()
+        os.sched_setaffinity(0, {theirs})
+        while data := peer.recv(64):
+            peer.send(data)
+        os._exit(0)
+    peer.close()
+    os.sched_setaffinity(0, {mine})
+    try:
+        start = time.perf_counter()
+        for _ in range(rounds):
+            ours.send(b"x")
+            ours.recv(64)
+        return (time.perf_counter() - start) / rounds * 1e6
+    finally:
+        ours.close()
+        os.waitpid(pid, 0)
+        os.sched_setaffinity(0, set(allowed))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=1000)
+    args = parser.parse_args()
+    if args.requests < 1:
+        parser.error("--requests must be at least 1")
+    torch.set_num_threads(1)  # as in the sandbox's worker
+    line = {}
+    with tempfile.TemporaryDirectory(prefix="round-trip-") as name:
+        root = Path(name)
+        shutil.copytree(SOLUTIONS, root / PACKAGE)
+        with open(root / PACKAGE / "masks.py", "a", encoding="utf-8") as f:
+            f.write(TWICE)
+        for label, kind in (
+            ("isolated", IsolatedSubmission),
+            ("in_process", InProcessSubmission),
+        ):
+            with kind(root) as submission:
+                figures = per_request(submission, args.requests)
+            line |= {f"{label}_{k}_us": round(v, 1) for k, v in figures.items()}
+    for kind in ("mask", "attention"):
+        extra = line[f"isolated_{kind}_us"] - line[f"in_process_{kind}_us"]
+        line[f"extra_per_{kind}_request_us"] = round(extra, 1)
+    for label, same in (("one_cpu", True), ("two_cpus", False)):
+        us = ping_pong(same)
+        line[f"process_ping_pong_{label}_us"] = None if us is None else round(us, 1)
+    line["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps(line))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
