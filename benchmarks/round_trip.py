@@ -84,12 +84,14 @@ def ping_pong(same_cpu: bool, rounds: int = 20_000) -> float | None:
     mine, theirs = allowed[0], allowed[0] if same_cpu else allowed[1]
     ours, peer = socket.socketpair()
     pid = os.fork()
-    if pid == 0:
-        ours.close()
-        os.sched_setaffinity(0, {theirs})
-        while data := peer.recv(64):
-            peer.send(data)
-        os._exit(0)
+    if pid == 0:  # echo until the parent closes; never return into the parent's code
+        try:
+            ours.close()
+            os.sched_setaffinity(0, {theirs})
+            while data := peer.recv(64):
+                peer.send(data)
+        finally:
+            os._exit(0)
     peer.close()
     os.sched_setaffinity(0, {mine})
     try:
