@@ -17,6 +17,7 @@ the same batch keep every point.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import json
 import os
@@ -146,10 +147,22 @@ def corrupt_zip(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+#: Held while a batch runs: its attacks aim at fixed paths (the canary, the secret, the planted
+#: test), so two runs on one machine (``-n 2`` without ``--dist loadfile`` runs this module's
+#: fixture in both workers) take turns instead of removing each other's targets.
+BATCH_LOCK = Path("/var/tmp/autograder-adversarial.lock")
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """Grade every scenario, a second honest copy, a corrupt zip and two colliding names in one
-    batch with two jobs, with the attacks' targets in place."""
+    batch with two jobs, with the attacks' targets in place, one batch at a time."""
+    with open(BATCH_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _grade_batch(tmp_path_factory)
+
+
+def _grade_batch(tmp_path_factory):
     assert boundary.bwrap_path(), (
         "no bubblewrap boundary here (bwrap missing, or namespaces forbidden): these "
         "attacks would reach the host; install it (apt-get install -y bubblewrap)"
