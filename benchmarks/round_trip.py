@@ -3,12 +3,13 @@ price of a switch between two processes.
 
 ``sandbox_overhead`` (``benchmarks/grading.py``) sums a fixed price per request over the suite's
 several hundred requests. This prints that price directly, on the reference: the median
-microseconds per request of a call that carries no tensors in (``masks.causal_mask``) and of
-one that carries three and returns two (``attention.scaled_dot_product_attention``),
-each made through an ``IsolatedSubmission`` and an ``InProcessSubmission``, and the same
-attention twice in a row inside one request of the worker (the first right after a switch, the
-second on warm caches). Then a one-byte ping-pong between two bare processes, on one CPU and on
-two: what the host charges for the switch alone, without Python's or torch's working sets.
+microseconds per request of a call that carries no tensors in (``masks.causal_mask``) and of one
+that carries three and returns two (``attention.scaled_dot_product_attention``), and of four
+``apply_rope`` calls made as four requests and as one (what batching requests would save), each
+through an ``IsolatedSubmission`` and an ``InProcessSubmission``; and the same attention twice
+in a row inside one request of the worker (the first right after a switch, the second on warm
+caches). Then a one-byte ping-pong between two bare processes, on one CPU and on two: what the
+host charges for the switch alone, without Python's or torch's working sets.
 
     python benchmarks/round_trip.py [--requests 1000]
 
@@ -39,8 +40,9 @@ from autograder.release import SOLUTIONS
 from autograder.sandbox import IsolatedSubmission
 
 SDPA = "attention.scaled_dot_product_attention"
-#: Appended to the reference's masks.py in a copy: times the attention twice in one request.
-TWICE = """
+#: Appended to the reference's masks.py in a copy: the attention twice in one request, timed;
+#: and four ``apply_rope`` calls in one request, what a batch of requests would cost.
+HELPERS = """
 
 def _twice(x):
     import time
@@ -50,15 +52,30 @@ def _twice(x):
     middle = time.perf_counter()
     attend(x, x, x)
     return (middle - start) * 1e6, (time.perf_counter() - middle) * 1e6
+
+
+def _four(q, k, p, r):
+    from transformer_hw.rope import apply_rope
+    return [apply_rope(x, at).clone() for at in (p, r) for x in (q, k)]
 """
 
 
 def per_request(submission, requests: int) -> dict[str, float]:
     """Median microseconds per request of each kind, and of the attention inside a request."""
     x = torch.randn(2, 4, 8, 16)
+    q, k = torch.randn(2, 5, 6), torch.randn(2, 5, 6)
+    p = torch.tensor([0, 3, 1, 7, 2])
     kinds = {
         "mask": lambda: submission.call("masks.causal_mask", 3),
         "attention": lambda: submission.call(SDPA, x, x, x),
+        "four_ropes": lambda: [
+            submission.call("rope.apply_rope", y, at)
+            for at in (p, p + 11)
+            for y in (q, k)
+        ],
+        "four_ropes_in_one_request": lambda: submission.call(
+            "masks._four", q, k, p, p + 11
+        ),
     }
     figures = {}
     for kind, request in kinds.items():
@@ -118,7 +135,7 @@ def main() -> int:
         root = Path(name)
         shutil.copytree(SOLUTIONS, root / PACKAGE)
         with open(root / PACKAGE / "masks.py", "a", encoding="utf-8") as f:
-            f.write(TWICE)
+            f.write(HELPERS)
         for label, kind in (
             ("isolated", IsolatedSubmission),
             ("in_process", InProcessSubmission),
@@ -129,6 +146,10 @@ def main() -> int:
     for kind in ("mask", "attention"):
         extra = line[f"isolated_{kind}_us"] - line[f"in_process_{kind}_us"]
         line[f"extra_per_{kind}_request_us"] = round(extra, 1)
+    saved = (
+        line["isolated_four_ropes_us"] - line["isolated_four_ropes_in_one_request_us"]
+    )
+    line["saved_per_request_merged_us"] = round(saved / 3, 1)
     for label, same in (("one_cpu", True), ("two_cpus", False)):
         us = ping_pong(same)
         line[f"process_ping_pong_{label}_us"] = None if us is None else round(us, 1)
