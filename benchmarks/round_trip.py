@@ -10,8 +10,9 @@ through an ``IsolatedSubmission`` and an ``InProcessSubmission``; and the same a
 in a row inside one request of the worker (the first right after a switch, the second on warm
 caches). The two single calls are timed again with the grading side evicting its caches before
 each request, as a test's own work (hypothesis, the expected values) does between requests in the
-suite: what a request costs there. Then a one-byte ping-pong between two bare processes, on one CPU and on two: what the
-host charges for the switch alone, without Python's or torch's working sets.
+suite: what a request costs there. Then a one-byte ping-pong between two bare processes, on one
+CPU and on two: what the host charges for the switch alone, without Python's or torch's working
+sets.
 
     python benchmarks/round_trip.py [--requests 1000]
 
