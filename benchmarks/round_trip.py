@@ -44,6 +44,8 @@ from autograder.release import SOLUTIONS
 from autograder.sandbox import IsolatedSubmission
 
 SDPA = "attention.scaled_dot_product_attention"
+#: The kinds timed both in a loop and after an eviction, whose extra per request is reported.
+SINGLE_CALLS = ("mask", "attention")
 #: Appended to the reference's masks.py in a copy: the attention twice in one request, timed;
 #: and four ``apply_rope`` calls in one request, what a batch of requests would cost.
 HELPERS = """
@@ -93,7 +95,7 @@ def per_request(submission, requests: int) -> dict[str, float]:
     figures = {}
     for kind, request in kinds.items():
         figures[kind] = _median_us(request, requests)
-    for kind in ("mask", "attention"):
+    for kind in SINGLE_CALLS:
         # A quarter as many: each eviction takes a few milliseconds.
         figures[f"{kind}_after_eviction"] = _median_us(
             kinds[kind], max(requests // 4, 1), evict
@@ -169,12 +171,7 @@ def main() -> int:
             with kind(root) as submission:
                 figures = per_request(submission, args.requests)
             line |= {f"{label}_{k}_us": round(v, 1) for k, v in figures.items()}
-    for kind in (
-        "mask",
-        "attention",
-        "mask_after_eviction",
-        "attention_after_eviction",
-    ):
+    for kind in (*SINGLE_CALLS, *(f"{k}_after_eviction" for k in SINGLE_CALLS)):
         extra = line[f"isolated_{kind}_us"] - line[f"in_process_{kind}_us"]
         line[f"extra_per_{kind}_request_us"] = round(extra, 1)
     saved = (
