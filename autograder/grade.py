@@ -21,7 +21,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from autograder import intake
-from autograder.points import PACKAGE
+from autograder.points import PACKAGE, PARTS
 from autograder.runner import REPO, SuiteError, SuiteSession, TestResult
 
 __all__ = [
@@ -106,7 +106,8 @@ _SESSIONS: dict[Settings, SuiteSession] = {}
 def _new_session(settings: Settings) -> SuiteSession:
     from autograder import template_client
 
-    template_client.start()  # it boots while this process imports torch and collects
+    # It boots while this process imports torch and collects.
+    template_client.start(optimizers=_whole_suite(settings))
     from autograder import sandbox
 
     limits = sandbox.Limits(hidden=list(settings.hidden_paths))
@@ -116,7 +117,26 @@ def _new_session(settings: Settings) -> SuiteSession:
     args = ["--isolate", "--device", settings.device]
     if settings.keyword:
         args += ["-k", settings.keyword]
-    return SuiteSession(args, [sandbox.LimitsPlugin(limits)])
+    return SuiteSession(args, [sandbox.LimitsPlugin(limits), _ReadyOptimizers()])
+
+
+def _whole_suite(settings: Settings) -> bool:
+    """No ``-k``: every test runs, those that train among them (known before collection)."""
+    return not settings.keyword
+
+
+class _ReadyOptimizers:
+    """Once a subset of the suite is collected: if a selected test trains, the template readies
+    torch.optim before its first worker (``template_client.ready_optimizers``)."""
+
+    def pytest_collection_finish(self, session):
+        from autograder import template_client
+
+        parts = {
+            m.args[0] for i in session.items if (m := i.get_closest_marker("part"))
+        }
+        if any(PARTS[k].trains for k in parts if k in PARTS):
+            template_client.ready_optimizers()
 
 
 def close_sessions(wait: bool = True) -> None:
@@ -254,7 +274,7 @@ def _init_process(settings: Settings) -> None:
     global _SETTINGS
     from autograder import template_client
 
-    template_client.start()
+    template_client.start(optimizers=_whole_suite(settings))
     import torch
 
     _SETTINGS = settings
@@ -307,10 +327,12 @@ def _in_pool(submissions, settings: Settings, jobs: int):
     # On the CPU, grading processes fork from a server that imported torch once: spawned, each
     # would import it again (seconds of CPU per process). The server is a fresh process of its
     # own, so no thread of this one (the progress bar's) is forked. torch.optim imports
-    # torch._dynamo. CUDA is never started in a process forked from another: spawned there.
+    # torch._dynamo (the oracles train when the whole suite runs). CUDA is never started in a
+    # process forked from another: spawned there.
     if settings.device == "cpu":
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["torch", "torch._dynamo", "autograder.runner"])
+        optim = ["torch._dynamo"] if _whole_suite(settings) else []
+        context.set_forkserver_preload(["torch", *optim, "autograder.runner"])
     else:
         context = multiprocessing.get_context("spawn")
     left = dict(submissions)

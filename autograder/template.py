@@ -52,9 +52,11 @@ MAX_CONTROL = 1 << 16
 _MODULE_FILE = re.compile(r"\w{1,64}\.py")
 
 
-def template_main(fd: int) -> None:
-    """Serve spawn and kill requests until the grading process goes away."""
-    import torch._dynamo  # every torch.optim optimizer imports it: seconds per worker otherwise
+def template_main(fd: int, optimizers: bool) -> None:
+    """Serve spawn, kill and optimizers requests until the grading process goes away;
+    ``optimizers``: ready torch.optim at once (``_ready_optimizers``)."""
+    if optimizers:
+        _ready_optimizers()
     import torch.fx.experimental.symbolic_shapes  # noqa: F401 - torch.broadcast_shapes needs it
 
     # Imported here once, inherited by every worker: the executor, and the workers' Limits
@@ -112,6 +114,10 @@ def template_main(fd: int) -> None:
                 _end(message["kill"], workers[message["kill"]])
                 killed.add(message["kill"])
             continue
+        if "optimizers" in message:
+            _ready_optimizers()
+            gc.freeze()
+            continue
         config = message["spawn"]
         pid = os.fork()
         if pid == 0:
@@ -127,6 +133,13 @@ def template_main(fd: int) -> None:
             os.close(extra)
         workers[pid] = config.get("uid") if os.geteuid() == 0 else None
         ctl.send(json.dumps({"spawned": pid}).encode())
+
+
+def _ready_optimizers() -> None:
+    """Import what a torch.optim optimizer imports at its first step (torch._dynamo): seconds
+    of CPU, paid here once rather than by every worker that trains. Only where the selected
+    tests train: a run of other parts spares those seconds."""
+    import torch._dynamo  # noqa: F401
 
 
 def _reap(ctl: socket.socket, workers: dict[int, int | None], killed: set[int]) -> None:

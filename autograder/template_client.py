@@ -27,10 +27,11 @@ _CPUS = os.sched_getaffinity(0)
 class TemplateClient:
     """Starts the template process (in the boundary) and talks to it over a SEQPACKET socket."""
 
-    def __init__(self):
+    def __init__(self, optimizers: bool):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = "import sys; sys.path.insert(0, {engine!r}); " + (
-            f"from autograder.template import template_main; template_main({theirs.fileno()})"
+            "from autograder.template import template_main; "
+            f"template_main({theirs.fileno()}, {optimizers!r})"
         )
         argv, engine = boundary.command(code)
         argv[-1] = argv[-1].format(engine=engine)
@@ -49,6 +50,7 @@ class TemplateClient:
         theirs.close()
         self.sock = ours
         self.dead = False
+        self.optimizers = optimizers
         self._ended: dict[int, int] = {}  # pid -> wait status
 
     def _prepare(self) -> None:
@@ -81,6 +83,12 @@ class TemplateClient:
                 )
             if "spawned" in reply:
                 return reply["spawned"]
+
+    def ready_optimizers(self) -> None:
+        """Have the template import what torch.optim needs, before it forks the next worker."""
+        if not self.optimizers:
+            self.sock.send(json.dumps({"optimizers": True}).encode())
+            self.optimizers = True
 
     def kill(self, pid: int) -> None:
         with contextlib.suppress(OSError):
@@ -117,6 +125,9 @@ class TemplateClient:
 
 
 _TEMPLATE: TemplateClient | None = None
+#: Whether this process's tests train (``start``, ``ready_optimizers``): a template started
+#: again is readied the same way.
+_OPTIMIZERS = False
 
 
 def current() -> TemplateClient:
@@ -125,7 +136,7 @@ def current() -> TemplateClient:
     if _TEMPLATE is None or _TEMPLATE.dead or _TEMPLATE.process.poll() is not None:
         if _TEMPLATE is not None:
             _TEMPLATE.close()
-        _TEMPLATE = TemplateClient()
+        _TEMPLATE = TemplateClient(_OPTIMIZERS)
     return _TEMPLATE
 
 
@@ -139,9 +150,22 @@ def spawn(socks: list[socket.socket], config: dict) -> int:
         return current().spawn(socks, config)
 
 
-def start() -> None:
-    """Start the template now (it imports torch in the background while the caller works)."""
+def start(optimizers: bool) -> None:
+    """Start the template now (it imports torch in the background while the caller works);
+    ``optimizers``: the tests will train (``ready_optimizers``), known before collection when
+    the whole suite runs."""
+    global _OPTIMIZERS
+    _OPTIMIZERS = _OPTIMIZERS or optimizers
     current()
+
+
+def ready_optimizers() -> None:
+    """The selected tests train: the template readies torch.optim once, in the background, so
+    that no worker pays for it."""
+    global _OPTIMIZERS
+    _OPTIMIZERS = True
+    with contextlib.suppress(OSError):
+        current().ready_optimizers()
 
 
 def running() -> TemplateClient | None:
