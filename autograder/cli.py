@@ -55,8 +55,11 @@ def cmd_grade(args: argparse.Namespace) -> int:
         if not found:
             console.print(f"[red]no submissions found in {' '.join(args.paths)}[/]")
             return 2
+    # An upload that is itself the problem needs no device: "auto" would import torch (seconds)
+    # only to say what to upload.
+    nothing_to_grade = len(problems) == len(found)
     settings = grade.Settings(
-        device=_device(args.device),
+        device=args.device if nothing_to_grade else _device(args.device),
         call_timeout=args.timeout,
         hidden_paths=tuple(
             str(p.resolve())

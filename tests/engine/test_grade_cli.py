@@ -306,6 +306,30 @@ def test_the_one_package_of_an_upload_is_found_whatever_its_shape(tmp_path):
     assert source is None and "2 candidate packages (x, y.zip)" in problem
 
 
+def test_an_upload_with_nothing_to_grade_is_answered_without_torch(tmp_path):
+    """Gradescope's command (``--single``, ``--device auto``) on an upload without the package:
+    the student is told what to upload at once, not after torch is imported to pick a device."""
+    (tmp_path / "upload").mkdir()
+    (tmp_path / "upload" / "README.txt").write_text("hello\n")
+    results = tmp_path / "results.json"
+    code = (
+        "import sys; from autograder import cli; "
+        f"cli.main(['grade', {str(tmp_path / 'upload')!r}, '--single', 'student', "
+        f"'--out', {str(tmp_path / 'out')!r}, '--results', {str(results)!r}, "
+        "'--device', 'auto']); "
+        "print('torch imported' if 'torch' in sys.modules else 'torch not imported')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.stdout.strip().endswith("torch not imported"), done.stdout + done.stderr
+    assert "upload your transformer_hw/ folder" in results.read_text()
+
+
 def test_ctrl_c_ends_a_batch_at_once_and_keeps_the_gradebook(tmp_path):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while the grading
     processes wait on submissions whose softmax never returns: the command ends at once (going
