@@ -51,7 +51,9 @@ class Run:
 
 
 #: The files that take longest, first: under pytest-xdist's ``--dist loadfile`` a long file that
-#: starts last keeps one worker busy while the other has run out of files.
+#: starts last keeps one worker busy while the other has run out of files. (xdist keeps this
+#: order with ``--no-loadscope-reorder``, as the README's test command runs it; by default it
+#: sorts the files by their number of tests.)
 LONGEST_FIRST = (
     "test_zoo.py",
     "test_nbgrader.py",
