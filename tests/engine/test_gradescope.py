@@ -65,9 +65,9 @@ def results(source, tmp_path_factory) -> dict[str, dict]:
     mutant = apply(MUTANT, SOLUTIONS, runs / "mutant") / PACKAGE
     uploads = {
         "reference": (package(), sys.executable),
-        "mutant": (package(solutions=mutant), sys.executable),
-        "extra folder": (
-            package("hw3/transformer_hw")
+        # Its package in a folder of the upload, beside notes and another Python file.
+        "mutant": (
+            package("hw3/transformer_hw", solutions=mutant)
             | {"hw3/notes/ideas.md": "# notes\n", "notes/x.py": "x = 1\n"},
             sys.executable,
         ),
@@ -147,7 +147,11 @@ def test_a_mutant_gets_its_autograder_grade_score(results):
 
 
 def test_an_extra_folder_beside_the_package_is_ignored(results):
-    assert results["extra folder"]["score"] == PARTS[4].points
+    """The mutant's package sits in a folder of its upload, beside other files: it is found
+    and graded all the same (a second candidate would be a problem, scoring 0)."""
+    mutant = results["mutant"]
+    assert mutant["tests"] and "candidate" not in mutant.get("output", "")
+    assert mutant["score"] == results["mutant graded alone"]["score"] > 0
 
 
 def test_two_packages_in_one_upload_are_a_reported_problem(results):
