@@ -18,7 +18,6 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
@@ -217,8 +216,44 @@ class _TerminalInto:
         sys.stdout = self.saved
 
 
+_AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+
+
+class _InstalledPluginsOff:
+    """A pytest plugin that keeps the machine's installed plugins out of one ``pytest.main``.
+
+    pytest reads ``PYTEST_DISABLE_PLUGIN_AUTOLOAD`` only while it starts, so the variable is set
+    for that and put back at ``pytest_configure``. Left set for the run (a session's runs for as
+    long as its process grades), it would reach every process started meanwhile: a notebook
+    kernel, a test's own ``pytest`` without its plugins.
+    """
+
+    def __init__(self):
+        self._saved = os.environ.get(_AUTOLOAD)
+        os.environ[_AUTOLOAD] = "1"
+        self._restored = False
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self) -> None:
+        self.restore()
+
+    def restore(self) -> None:
+        if not self._restored:
+            self._restored = True
+            if self._saved is None:
+                os.environ.pop(_AUTOLOAD, None)
+            else:
+                os.environ[_AUTOLOAD] = self._saved
+
+
+@contextlib.contextmanager
 def _without_installed_plugins():
-    return mock.patch.dict(os.environ, {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    """An ``_InstalledPluginsOff`` to pass to ``pytest.main``; put back whatever happens."""
+    plugin = _InstalledPluginsOff()
+    try:
+        yield plugin
+    finally:
+        plugin.restore()
 
 
 def _suite_error(code, collector: Collector, output: str) -> SuiteError:
@@ -250,9 +285,9 @@ def run_suite(
     with (
         contextlib.redirect_stdout(output),
         contextlib.redirect_stderr(output),
-        _without_installed_plugins(),
+        _without_installed_plugins() as plugins_off,
     ):
-        code = pytest.main(argv, plugins=[collector, *(plugins or [])])
+        code = pytest.main(argv, plugins=[collector, plugins_off, *(plugins or [])])
     if collector.interrupted:
         raise KeyboardInterrupt
     if (
@@ -323,9 +358,9 @@ class SuiteSession:
         argv = [*_argv(Path(REPO), self._args), "--capture=no"]
         output = io.StringIO()
         try:
-            with _without_installed_plugins():
-                plugins = [collector, loop, _TerminalInto(output), *self._plugins]
-                code = pytest.main(argv, plugins=plugins)
+            with _without_installed_plugins() as plugins_off:
+                plugins = [collector, loop, _TerminalInto(output), plugins_off]
+                code = pytest.main(argv, plugins=[*plugins, *self._plugins])
             detail = loop.usage_error or output.getvalue()
             self._ended = str(_suite_error(code, collector, detail))
         finally:

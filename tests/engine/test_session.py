@@ -4,6 +4,8 @@ submission after another, must grade each exactly as a run of its own does."""
 from __future__ import annotations
 
 import gc
+import importlib.metadata
+import os
 from pathlib import Path
 
 import pytest
@@ -103,3 +105,30 @@ def test_only_a_subset_that_trains_has_the_template_ready_torch_optim(monkeypatc
     finally:
         if template_client.running() is not None:
             template_client.running().close()
+
+
+class PluginsSeen:
+    """Records the names of the plugins a session's pytest registered."""
+
+    names: tuple[str, ...] = ()
+
+    def pytest_configure(self, config):
+        self.names = tuple(name for name, _ in config.pluginmanager.list_name_plugin())
+
+
+def test_a_session_leaves_out_installed_plugins_and_not_the_environment(monkeypatch):
+    """The machine's pytest plugins stay out of the graded suite, by a switch pytest reads as
+    it starts; a session's pytest runs on as long as its process grades, and the switch must
+    not stay set meanwhile, or every process started then (a test's own pytest, a notebook
+    kernel) inherits it."""
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    installed = {e.name for e in importlib.metadata.entry_points(group="pytest11")}
+    seen = PluginsSeen()
+    session = SuiteSession(["-k", "test_softmax_matches_formula"], [seen])
+    try:
+        assert session.run(REPO / "solutions", [])
+        assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD" not in os.environ  # still running
+    finally:
+        session.close()
+    assert installed and seen.names
+    assert not installed & set(seen.names)
