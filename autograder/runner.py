@@ -223,7 +223,7 @@ class _InstalledPluginsOff:
     """A pytest plugin that keeps the machine's installed plugins out of one ``pytest.main``.
 
     pytest reads ``PYTEST_DISABLE_PLUGIN_AUTOLOAD`` only while it starts, so the variable is set
-    for that and put back at ``pytest_configure``. Left set for the run (a session's runs for as
+    for that and put back at ``pytest_configure``. Left set for the run (a session's run lasts as
     long as its process grades), it would reach every process started meanwhile: a notebook
     kernel, a test's own ``pytest`` without its plugins.
     """
