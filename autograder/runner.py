@@ -220,7 +220,8 @@ _AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 
 
 class _InstalledPluginsOff:
-    """A pytest plugin that keeps the machine's installed plugins out of one ``pytest.main``.
+    """A pytest plugin that keeps the machine's installed plugins out of one ``pytest.main``,
+    used as a context around it (which puts the environment back whatever happens).
 
     pytest reads ``PYTEST_DISABLE_PLUGIN_AUTOLOAD`` only while it starts, so the variable is set
     for that and put back at ``pytest_configure``. Left set for the run (a session's run lasts as
@@ -228,10 +229,14 @@ class _InstalledPluginsOff:
     kernel, a test's own ``pytest`` without its plugins.
     """
 
-    def __init__(self):
+    def __enter__(self):
         self._saved = os.environ.get(_AUTOLOAD)
         os.environ[_AUTOLOAD] = "1"
         self._restored = False
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.restore()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_configure(self) -> None:
@@ -244,16 +249,6 @@ class _InstalledPluginsOff:
                 os.environ.pop(_AUTOLOAD, None)
             else:
                 os.environ[_AUTOLOAD] = self._saved
-
-
-@contextlib.contextmanager
-def _without_installed_plugins():
-    """An ``_InstalledPluginsOff`` to pass to ``pytest.main``; put back whatever happens."""
-    plugin = _InstalledPluginsOff()
-    try:
-        yield plugin
-    finally:
-        plugin.restore()
 
 
 def _suite_error(code, collector: Collector, output: str) -> SuiteError:
@@ -285,7 +280,7 @@ def run_suite(
     with (
         contextlib.redirect_stdout(output),
         contextlib.redirect_stderr(output),
-        _without_installed_plugins() as plugins_off,
+        _InstalledPluginsOff() as plugins_off,
     ):
         code = pytest.main(argv, plugins=[collector, plugins_off, *(plugins or [])])
     if collector.interrupted:
@@ -358,7 +353,7 @@ class SuiteSession:
         argv = [*_argv(Path(REPO), self._args), "--capture=no"]
         output = io.StringIO()
         try:
-            with _without_installed_plugins() as plugins_off:
+            with _InstalledPluginsOff() as plugins_off:
                 plugins = [collector, loop, _TerminalInto(output), plugins_off]
                 code = pytest.main(argv, plugins=[*plugins, *self._plugins])
             detail = loop.usage_error or output.getvalue()
