@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.graded import answers
+from tests.graded.compare import assert_close
 
 GRADED = Path(__file__).resolve().parents[1] / "graded"
 ORACLES = GRADED / "oracles.py"
@@ -103,3 +104,32 @@ def test_the_handout_reads_what_the_oracles_gave(tmp_path, monkeypatch):
         answers._looked_up("softmax")(x + 1, -1)
     with pytest.raises(pytest.skip.Exception, match="only the grader"):
         answers._looked_up("losses_of")([(x, x.long())])
+
+
+def test_a_handout_failure_names_the_mistake_its_suspect_gave_at_release(
+    tmp_path, monkeypatch
+):
+    """A comparison's lazy suspects are recorded at release although the reference passes, so
+    a failing public test in the handout still names its likely mistake; a suspect with no
+    stored value names nothing, and the failure stands on its own."""
+    x = torch.linspace(-2, 2, 6, dtype=torch.float64).reshape(2, 3)
+    wrong_axis = {"softmax over dim 0": lambda: answers.softmax(x, 0)}
+    recorded: dict = {}
+    answers.record(recorded)
+    try:
+        right = answers.softmax(x, -1)
+        assert_close(right.clone(), right, "softmax", likely=wrong_axis)
+    finally:
+        answers.record(None)
+    store = tmp_path / "answers.pt"
+    answers.save(recorded, store)
+    monkeypatch.setattr(answers, "STORE", store)
+    monkeypatch.setattr(answers, "_stored", None)
+    monkeypatch.setattr(answers, "_oracles", None)  # the handout: values looked up
+    student = torch.softmax(x, 0)
+    with pytest.raises(AssertionError, match="Likely mistake: softmax over dim 0"):
+        assert_close(student, answers.softmax(x, -1), "softmax", likely=wrong_axis)
+    unstored = {"softmax of x + 1": lambda: answers.softmax(x + 1, -1)}
+    with pytest.raises(AssertionError, match="is wrong: largest error") as failed:
+        assert_close(student, answers.softmax(x, -1), "softmax", likely=unstored)
+    assert "Likely" not in str(failed.value)

@@ -17,6 +17,7 @@ the call's tensors (or its ``device=``) when read.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import struct
@@ -54,6 +55,18 @@ def record(into: dict[str, object] | None) -> None:
     """Start (a dict) or stop (None) recording what the oracles return."""
     global _recording
     _recording = into
+
+
+def record_suspects(likely) -> None:
+    """While the release records, evaluate a comparison's lazy suspects (``compare.likely``),
+    so that the oracle calls they make are stored too: in the handout a failing public test
+    can then name its likely mistake. A suspect that fails here only goes unstored."""
+    if _recording is None:
+        return
+    for suspect in dict(likely).values():
+        if callable(suspect):
+            with contextlib.suppress(Exception):
+                suspect()
 
 
 def save(values: dict[str, object], path: Path) -> None:

@@ -238,19 +238,28 @@ def model_greedy(hw, m, prompt, n_new) -> torch.Tensor:
 
 
 def check_greedy(hw, m, state, out, prompt, n_new, what):
-    """``out`` is what greedy decoding with the student's forward gives; cache bugs named."""
+    """``out`` is what greedy decoding with the student's forward gives; cache bugs named.
+
+    The bugs are replayed on the oracle, so they are named only when the student's forward
+    gives the oracle's ids without the cache: with a wrong model a match would be chance."""
     on_device = prompt.to(hw.device)
-    likely = {
-        POS_RESTART: lambda: oracle_greedy(state, on_device, n_new, H, feed="restart")
-    }
+    expected = model_greedy(hw, m, on_device, n_new)
+
+    def cache_bug(feed: str):
+        def ids():
+            if not torch.equal(expected, oracle_greedy(state, on_device, n_new, H)):
+                return None
+            return oracle_greedy(state, on_device, n_new, H, feed=feed)
+
+        return ids
+
+    likely = {POS_RESTART: cache_bug("restart")}
     refed = sum(range(len(prompt), len(prompt) + n_new))  # positions a re-feed uses
     if refed <= state["pos_emb.weight"].shape[0]:
-        likely[REFEED] = lambda: oracle_greedy(
-            state, on_device, n_new, H, feed="refeed"
-        )
+        likely[REFEED] = cache_bug("refeed")
     assert_exact(
         out,
-        model_greedy(hw, m, on_device, n_new),
+        expected,
         f"{what}: the new ids should be the argmax of the model's logits (PAD_ID excluded)",
         likely=likely,
     )
