@@ -85,20 +85,27 @@ def test_tests_reach_the_oracles_only_through_the_answers():
     assert direct == [], "import the oracles from tests.graded.answers"
 
 
-def test_the_handout_reads_what_the_oracles_gave(tmp_path, monkeypatch):
-    """Recorded at release, looked up by the arguments in the handout; a value that depends on
-    the student's own outputs is left to the grader; any other miss is the suite's problem."""
-    x = torch.linspace(-2, 2, 6, dtype=torch.float64).reshape(2, 3)
+def released(run, tmp_path, monkeypatch):
+    """What ``run`` returns, with the oracle values it used recorded as a release does and
+    stored where ``answers`` looks them up."""
     recorded: dict = {}
     answers.record(recorded)
     try:
-        want = answers.softmax(x, -1)
+        value = run()
     finally:
         answers.record(None)
     store = tmp_path / "answers.pt"
     answers.save(recorded, store)
     monkeypatch.setattr(answers, "STORE", store)
     monkeypatch.setattr(answers, "_stored", None)
+    return value
+
+
+def test_the_handout_reads_what_the_oracles_gave(tmp_path, monkeypatch):
+    """Recorded at release, looked up by the arguments in the handout; a value that depends on
+    the student's own outputs is left to the grader; any other miss is the suite's problem."""
+    x = torch.linspace(-2, 2, 6, dtype=torch.float64).reshape(2, 3)
+    want = released(lambda: answers.softmax(x, -1), tmp_path, monkeypatch)
     assert torch.equal(answers._looked_up("softmax")(x.clone(), -1), want)
     with pytest.raises(answers.AnswerMissing, match="no stored expected value"):
         answers._looked_up("softmax")(x + 1, -1)
@@ -114,17 +121,12 @@ def test_a_handout_failure_names_the_mistake_its_suspect_gave_at_release(
     stored value names nothing, and the failure stands on its own."""
     x = torch.linspace(-2, 2, 6, dtype=torch.float64).reshape(2, 3)
     wrong_axis = {"softmax over dim 0": lambda: answers.softmax(x, 0)}
-    recorded: dict = {}
-    answers.record(recorded)
-    try:
+
+    def reference_passes():
         right = answers.softmax(x, -1)
         assert_close(right.clone(), right, "softmax", likely=wrong_axis)
-    finally:
-        answers.record(None)
-    store = tmp_path / "answers.pt"
-    answers.save(recorded, store)
-    monkeypatch.setattr(answers, "STORE", store)
-    monkeypatch.setattr(answers, "_stored", None)
+
+    released(reference_passes, tmp_path, monkeypatch)
     monkeypatch.setattr(answers, "_oracles", None)  # the handout: values looked up
     student = torch.softmax(x, 0)
     with pytest.raises(AssertionError, match="Likely mistake: softmax over dim 0"):
