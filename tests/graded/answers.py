@@ -58,9 +58,10 @@ def record(into: dict[str, object] | None) -> None:
 
 
 def record_suspects(likely) -> None:
-    """While the release records, evaluate a comparison's lazy suspects (``compare.likely``),
-    so that the oracle calls they make are stored too: in the handout a failing public test
-    can then name its likely mistake. A suspect that fails here only goes unstored."""
+    """While the release records, evaluate the lazy suspects of a comparison's ``likely``
+    (``tests.graded.compare``), so that the oracle calls they make are stored too: in the
+    handout a failing public test can then name its likely mistake. A suspect that fails here
+    only goes unstored."""
     if _recording is None:
         return
     for suspect in dict(likely).values():
