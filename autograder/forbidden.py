@@ -15,6 +15,7 @@ files that have a forbidden list; the run-time watch (``autograder.tripwire``) c
 from __future__ import annotations
 
 import ast
+import functools
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,14 @@ def scan_source(filename: str, source: str) -> list[Violation]:
     return _Package({filename: source}).violations(filename)
 
 
+@functools.lru_cache(maxsize=len(MODULES))
+def parse(source: str) -> ast.Module:
+    """The syntax tree of a student file, kept for the files of the submission at hand:
+    staging checks the syntax (``autograder.intake``) and the scan then reads the same
+    files in the same process (a parse costs milliseconds per file). Never modified."""
+    return ast.parse(source)
+
+
 def scan_package(package_dir: Path) -> list[Violation]:
     """Violations in every file of a ``transformer_hw`` directory, read together."""
     sources = {}
@@ -153,7 +162,7 @@ class _Module:
     def __init__(self, package: _Package, filename: str, source: str):
         self.package, self.filename = package, filename
         try:
-            self.tree = ast.parse(source)
+            self.tree = parse(source)
         except (SyntaxError, ValueError):
             self.tree = ast.Module(body=[], type_ignores=[])
         self.bindings: dict[str, set[tuple[str, str]]] = {}

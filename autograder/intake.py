@@ -16,6 +16,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from autograder import forbidden
 from autograder.points import MODULES, PACKAGE
 
 MAX_FILE = 512 * 1024  # bytes; the reference's largest module is a few KB
@@ -100,7 +101,8 @@ def _check(filename: str, data: bytes | None) -> str | None:
     except UnicodeDecodeError as exc:
         return f"{filename} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
     try:
-        compile(text, filename, "exec", dont_inherit=True)
+        # From the tree the static scan reads next (``forbidden.parse`` keeps it).
+        compile(forbidden.parse(text), filename, "exec", dont_inherit=True)
     except SyntaxError as exc:
         return f"{filename} has a syntax error at line {exc.lineno}: {exc.msg}"
     except ValueError as exc:  # null bytes

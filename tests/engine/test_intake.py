@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import intake
+from autograder import forbidden, intake
 from autograder.points import MODULES, PACKAGE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,6 +61,19 @@ def test_every_shape_is_found_and_staged(tmp_path, prefix, as_zip):
         ["__init__.py", *(f"{m}.py" for m in MODULES)]
     )
     assert staged_text(staged, "rope") == (REFERENCE / "rope.py").read_text()
+
+
+def test_the_static_scan_reads_the_trees_that_staging_parsed(tmp_path):
+    """Each file is parsed once per submission: staging's syntax check and the scan of the
+    staged package share the tree (milliseconds per file, per submission)."""
+    source = write_tree(tmp_path / "sub" / PACKAGE, reference_files()).parent
+    forbidden.parse.cache_clear()
+    staged = intake.stage("sub", source, tmp_path / "staged")
+    staging = forbidden.parse.cache_info()
+    assert staging.misses == len(MODULES)
+    forbidden.scan_package(staged.root / PACKAGE)
+    scan = forbidden.parse.cache_info()
+    assert (scan.misses, scan.hits) == (staging.misses, staging.hits + len(MODULES))
 
 
 def test_a_batch_folder_lists_each_submission_once(tmp_path):
