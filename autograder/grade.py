@@ -177,11 +177,12 @@ def _torch_version() -> str:
 
 
 def submission_digest(name: str, source: Path) -> str:
-    """What would be graded of ``source``: its staged module files and the problems found."""
+    """What would be graded of ``source``: its staged module files and the problems found
+    (their compiled code follows from the files)."""
     digest = hashlib.sha256()
     with tempfile.TemporaryDirectory(prefix="autograder-digest-") as tmp:
         staged = intake.stage(name, source, Path(tmp))
-        for path in sorted((staged.root / PACKAGE).iterdir()):
+        for path in sorted((staged.root / PACKAGE).glob("*.py")):
             digest.update(f"{path.name}\0".encode())
             digest.update(hashlib.sha256(path.read_bytes()).digest())
         digest.update("\n".join(staged.problems).encode())

@@ -32,8 +32,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pytest
+import torch
 
-from autograder import boundary, confine, hangs, template, template_client, wire
+from autograder import (
+    boundary,
+    confine,
+    hangs,
+    intake,
+    template,
+    template_client,
+    wire,
+)
 from autograder.forbidden import Violation
 from autograder.points import MODULES, PACKAGE
 from autograder.protocol import (
@@ -489,14 +498,22 @@ def _describe_status(status: int | None) -> str:
     return f"ended with wait status {status}"
 
 
-def _read_package(package: Path) -> dict[str, str]:
-    """The package's expected module files as text (nothing else is sent to the worker)."""
-    files = {}
+def _read_package(package: Path) -> dict[str, dict]:
+    """The package's expected module files as text and, where staging compiled them, their
+    code (``intake.bytecode_file``) as bytes in a uint8 tensor: nothing else is sent to the
+    worker."""
+    files, compiled = {}, {}
     for name in ("__init__", *MODULES):
         path = package / f"{name}.py"
         if path.is_file() and not path.is_symlink():
-            files[path.name] = path.read_text(encoding="utf-8", errors="replace")
-    return files
+            # As bytes: the file's own line ends, which its code's hash covers.
+            text = path.read_bytes().decode("utf-8", errors="replace")
+            files[path.name] = text
+            pyc = intake.bytecode_file(path)
+            if pyc.is_file() and not pyc.is_symlink():
+                data = bytearray(pyc.read_bytes())
+                compiled[path.name] = torch.frombuffer(data, dtype=torch.uint8)
+    return {"files": files, "bytecode": compiled}
 
 
 def _next_uid() -> int:

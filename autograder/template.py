@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from autograder import confine, hangs, wire
+from autograder import confine, hangs, intake, wire
 from autograder.points import PACKAGE
 from autograder.protocol import ErrorInfo
 
@@ -309,21 +309,36 @@ def _needed_folders() -> list[str]:
 
 
 def _write_files(sock: socket.socket, root: Path) -> None:
-    """The first message: ``{file name: source}`` of the package, written by root into a
-    fresh folder (read-only for the student)."""
-    files = wire.recv(sock, torch.device("cpu"), limit=MAX_FILES_MESSAGE)
+    """The first message: the package's files, ``{"files": {file name: source}, "bytecode":
+    {file name: compiled code}}`` (``autograder.sandbox._read_package``), written by root into
+    a fresh folder (read-only for the student). The code is what staging compiled: the
+    student's imports use it instead of compiling again, only while it matches its file."""
+    message = wire.recv(sock, torch.device("cpu"), limit=MAX_FILES_MESSAGE)
+    files, compiled = message["files"], message["bytecode"]
     root.mkdir(mode=0o755)
     package = root / PACKAGE
     package.mkdir(mode=0o755)
     for name, text in files.items():
         if type(text) is not str or not _MODULE_FILE.fullmatch(name):
             raise ValueError(f"not a module file: {name!r}")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-        with os.fdopen(
-            os.open(package / name, flags, 0o644), "w", encoding="utf-8"
-        ) as f:
-            f.write(text)
-        os.chmod(package / name, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+        _write_read_only(package / name, text.encode("utf-8"))
+    if compiled:
+        (package / "__pycache__").mkdir(mode=0o755)
+    for name, code in compiled.items():
+        if (
+            name not in files
+            or type(code) is not torch.Tensor
+            or code.dtype != torch.uint8
+        ):
+            raise ValueError(f"not the code of a module file: {name!r}")
+        _write_read_only(intake.bytecode_file(package / name), code.numpy().tobytes())
+
+
+def _write_read_only(path: Path, data: bytes) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    with os.fdopen(os.open(path, flags, 0o644), "wb") as f:
+        f.write(data)
+    os.chmod(path, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
 
 
 def _serve(sock, executor, device, found: list, seconds: float) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -58,9 +61,44 @@ def test_every_shape_is_found_and_staged(tmp_path, prefix, as_zip):
     staged = intake.stage("alice", source, tmp_path / "staged")
     assert staged.problems == []
     assert sorted(p.name for p in (staged.root / PACKAGE).iterdir()) == sorted(
-        ["__init__.py", *(f"{m}.py" for m in MODULES)]
+        ["__init__.py", "__pycache__", *(f"{m}.py" for m in MODULES)]
     )
     assert staged_text(staged, "rope") == (REFERENCE / "rope.py").read_text()
+
+
+#: Imports two staged modules, the second changed since staging; prints what was compiled.
+IMPORT_STAGED = """
+import importlib.machinery, json, sys
+compiled = []
+loader = importlib.machinery.SourceFileLoader
+to_code = loader.source_to_code
+loader.source_to_code = lambda self, data, path, **kw: (
+    compiled.append(path), to_code(self, data, path, **kw))[1]
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[1])
+from transformer_hw import masks, rope
+print(json.dumps([compiled, masks.f.__code__.co_filename, masks.f(), rope.f()]))
+"""
+
+
+def test_staged_modules_import_their_checked_code_unless_changed_since(tmp_path):
+    """Staging keeps each module's compiled code beside it (``intake.bytecode_file``): Python
+    imports it without compiling again, under the file's own name (which the run-time watch
+    charges calls to), and compiles a file that changed since staging anew."""
+    files = {f"{m}.py": b"def f():\n    return 1\n" for m in MODULES}
+    source = write_tree(tmp_path / "sub" / PACKAGE, files).parent
+    staged = intake.stage("sub", source, tmp_path / "staged")
+    package = staged.root / PACKAGE
+    (package / "rope.py").write_text("def f():\n    return 2\n")
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_STAGED, str(staged.root)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    compiled, filename, masks_f, rope_f = json.loads(done.stdout)
+    assert [Path(p).name for p in compiled] == ["__init__.py", "rope.py"]
+    assert (filename, masks_f, rope_f) == (str(package / "masks.py"), 1, 2)
 
 
 def test_the_static_scan_reads_the_trees_that_staging_parsed(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import marshal
 import os
 import shutil
 import socket
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import boundary, confine, hangs
+from autograder import boundary, confine, hangs, intake
 from autograder.points import PACKAGE
 from autograder.protocol import StudentError, expect_student_error
 from autograder.sandbox import IsolatedSubmission, Limits
@@ -74,6 +75,23 @@ def test_errors_carry_student_frames_without_temporary_paths(tmp_path):
     assert caught.value.is_a(ValueError)
     assert 'File "transformer_hw/attention.py"' in info.traceback
     assert "/tmp" not in info.traceback and "autograder" not in info.traceback
+
+
+def test_the_worker_runs_the_code_staging_compiled(tmp_path):
+    """The worker imports the code staging compiled (``intake.bytecode_file``), not the source
+    again, Windows line ends included; its frames still name the student's file. Shown by
+    replacing the staged code (its header, which names the source, kept) with another."""
+    code = "def f():\r\n    return 1\r\n\r\n\r\ndef g():\r\n    raise ValueError\r\n"
+    staged = intake.stage("sub", submission(tmp_path, masks=code), tmp_path / "staged")
+    pyc = intake.bytecode_file(staged.root / PACKAGE / "masks.py")
+    source = (staged.root / PACKAGE / "masks.py").read_text()
+    other = compile(source.replace("return 1", "return 2"), "masks.py", "exec")
+    pyc.write_bytes(pyc.read_bytes()[:16] + marshal.dumps(other))
+    with IsolatedSubmission(staged.root) as hw:
+        assert hw.call("masks.f") == 2
+        with pytest.raises(StudentError) as caught:
+            hw.call("masks.g")
+    assert 'File "transformer_hw/masks.py"' in caught.value.info.traceback
 
 
 def test_a_module_that_fails_on_import_shows_its_own_frames_only(tmp_path):
