@@ -499,21 +499,30 @@ def _describe_status(status: int | None) -> str:
 
 
 def _read_package(package: Path) -> dict[str, dict]:
-    """The package's expected module files as text and, where staging compiled them, their
-    code (``intake.bytecode_file``) as bytes in a uint8 tensor: nothing else is sent to the
-    worker."""
+    """The package's expected module files and, where staging compiled them, their code
+    (``intake.bytecode_file``), each as bytes in a uint8 tensor (tensor bytes do not count
+    against the message's header limit): nothing else is sent to the worker. The code takes at
+    most half of the message's limit (a few KB per file in a real submission), so it never
+    crowds out the sources: beyond that the worker compiles."""
     files, compiled = {}, {}
+    budget = template.MAX_FILES_MESSAGE // 2
     for name in ("__init__", *MODULES):
         path = package / f"{name}.py"
         if path.is_file() and not path.is_symlink():
-            # As bytes: the file's own line ends, which its code's hash covers.
-            text = path.read_bytes().decode("utf-8", errors="replace")
-            files[path.name] = text
+            files[path.name] = _bytes_tensor(path.read_bytes())
             pyc = intake.bytecode_file(path)
             if pyc.is_file() and not pyc.is_symlink():
-                data = bytearray(pyc.read_bytes())
-                compiled[path.name] = torch.frombuffer(data, dtype=torch.uint8)
+                data = pyc.read_bytes()
+                budget -= len(data)
+                if budget >= 0:
+                    compiled[path.name] = _bytes_tensor(data)
     return {"files": files, "bytecode": compiled}
+
+
+def _bytes_tensor(data: bytes) -> torch.Tensor:
+    if not data:  # torch.frombuffer refuses an empty buffer
+        return torch.empty(0, dtype=torch.uint8)
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
 
 
 def _next_uid() -> int:

@@ -309,29 +309,32 @@ def _needed_folders() -> list[str]:
 
 
 def _write_files(sock: socket.socket, root: Path) -> None:
-    """The first message: the package's files, ``{"files": {file name: source}, "bytecode":
-    {file name: compiled code}}`` (``autograder.sandbox._read_package``), written by root into
-    a fresh folder (read-only for the student). The code is what staging compiled: the
-    student's imports use it instead of compiling again, only while it matches its file."""
+    """The first message: the package's files, ``{"files": {file name: bytes}, "bytecode":
+    {file name: compiled code}}`` as uint8 tensors (``autograder.sandbox._read_package``),
+    written by root into a fresh folder (read-only for the student). The code is what staging
+    compiled: the student's imports use it instead of compiling again, only while it matches
+    its file."""
     message = wire.recv(sock, torch.device("cpu"), limit=MAX_FILES_MESSAGE)
     files, compiled = message["files"], message["bytecode"]
     root.mkdir(mode=0o755)
     package = root / PACKAGE
     package.mkdir(mode=0o755)
-    for name, text in files.items():
-        if type(text) is not str or not _MODULE_FILE.fullmatch(name):
+    for name, data in files.items():
+        if not _MODULE_FILE.fullmatch(name) or not _is_bytes(data):
             raise ValueError(f"not a module file: {name!r}")
-        _write_read_only(package / name, text.encode("utf-8"))
+        _write_read_only(package / name, data.numpy().tobytes())
     if compiled:
         (package / "__pycache__").mkdir(mode=0o755)
     for name, code in compiled.items():
-        if (
-            name not in files
-            or type(code) is not torch.Tensor
-            or code.dtype != torch.uint8
-        ):
+        if name not in files or not _is_bytes(code):
             raise ValueError(f"not the code of a module file: {name!r}")
         _write_read_only(intake.bytecode_file(package / name), code.numpy().tobytes())
+
+
+def _is_bytes(value) -> bool:
+    return (
+        type(value) is torch.Tensor and value.dtype == torch.uint8 and value.dim() == 1
+    )
 
 
 def _write_read_only(path: Path, data: bytes) -> None:

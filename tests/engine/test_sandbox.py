@@ -94,6 +94,22 @@ def test_the_worker_runs_the_code_staging_compiled(tmp_path):
     assert 'File "transformer_hw/masks.py"' in caught.value.info.traceback
 
 
+def test_files_as_large_as_intake_takes_reach_the_worker(tmp_path):
+    """Every module file just under ``intake.MAX_FILE``: megabytes in all, beyond the limit of
+    a message's header (the files travel as bytes, not text)."""
+    root = submission(tmp_path)
+    for path in (root / PACKAGE).glob("*.py"):
+        text = path.read_text()
+        path.write_text(text + "#" * (intake.MAX_FILE - len(text) - 2) + "\n")
+    staged = intake.stage("large", root, tmp_path / "staged")
+    assert staged.problems == []
+    with IsolatedSubmission(staged.root) as hw:
+        assert hw.call("masks.causal_mask", 2).tolist() == [
+            [False, True],
+            [False, False],
+        ]
+
+
 def test_a_module_that_fails_on_import_shows_its_own_frames_only(tmp_path):
     """Not Python's import system, whose frames name the grading host's installation."""
     hw = IsolatedSubmission(submission(tmp_path, masks="undefined_name"))
