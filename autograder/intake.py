@@ -92,23 +92,36 @@ def stage(name: str, source: Path, into: Path) -> Staged:
     return staged
 
 
-def bytecode_file(module_file: Path) -> Path:
+#: The most bytes of compiled code kept for one file; beyond that the worker compiles it (a
+#: module's code takes a few KB, but constant folding can make a small file's code huge).
+MAX_BYTECODE = 2 * MAX_FILE
+
+
+def bytecode_file(module_file: Path) -> Path | None:
     """Where Python looks for ``module_file``'s compiled code (no ``-O``, no pycache prefix:
-    elsewhere it looks past this file and compiles the source)."""
+    elsewhere it looks past this file and compiles the source); None where it keeps none."""
     tag = sys.implementation.cache_tag
+    if tag is None:
+        return None
     return module_file.parent / "__pycache__" / f"{module_file.stem}.{tag}.pyc"
 
 
-def _write_bytecode(path: Path, data: bytes, code: CodeType) -> None:
-    """Keep the code compiled by the check beside the staged file, as a checked hash-based pyc
-    (PEP 552): the sandbox sends it to the worker with the source, so the worker imports it
-    without compiling the file again. Python uses it only while the source file holds exactly
-    ``data``, and fixes its file names to the source file's on import."""
+def bytecode_header(data: bytes) -> bytes:
+    """The header of a checked hash-based pyc (PEP 552) of the source ``data``: Python uses
+    such a pyc only while its file holds exactly ``data``."""
     flags = (0b11).to_bytes(4, "little")  # hash-based, checked
-    header = importlib.util.MAGIC_NUMBER + flags + importlib.util.source_hash(data)
+    return importlib.util.MAGIC_NUMBER + flags + importlib.util.source_hash(data)
+
+
+def _write_bytecode(path: Path, data: bytes, code: CodeType) -> None:
+    """Keep the code compiled by the check beside the staged file: the sandbox sends it to the
+    worker with the source, so the worker imports it without compiling the file again (Python
+    fixes its file names to the source file's on import)."""
     pyc = bytecode_file(path)
-    pyc.parent.mkdir(exist_ok=True)
-    pyc.write_bytes(header + marshal.dumps(code))
+    compiled = bytecode_header(data) + marshal.dumps(code)
+    if pyc is not None and len(compiled) <= MAX_BYTECODE:
+        pyc.parent.mkdir(exist_ok=True)
+        pyc.write_bytes(compiled)
 
 
 def _mentioned(problems: list[str], filename: str) -> bool:
@@ -122,20 +135,42 @@ def _compile(filename: str, data: bytes | None) -> tuple[CodeType | None, str | 
     if len(data) > MAX_FILE:
         size = MAX_FILE // 1024
         return None, f"{filename} is larger than {size} KB, so it was not graded"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        byte = f"byte 0x{data[exc.start]:02x} at offset {exc.start}"
-        return None, f"{filename} is not UTF-8 text ({byte})"
+    text, problem = _decode(filename, data)
+    if problem:
+        return None, problem
     try:
         # From the tree the static scan reads next (``forbidden.parse`` keeps it); as an
         # import compiles it, without -O (``bytecode_file``).
         tree = forbidden.parse(text)
-        return compile(tree, filename, "exec", dont_inherit=True, optimize=0), None
+        try:
+            code = compile(tree, filename, "exec", dont_inherit=True, optimize=0)
+        except RecursionError:  # nested deeper than a tree compiles: from the text
+            code = compile(text, filename, "exec", dont_inherit=True, optimize=0)
+        return code, None
     except SyntaxError as exc:
         return None, f"{filename} has a syntax error at line {exc.lineno}: {exc.msg}"
     except ValueError as exc:  # null bytes
         return None, f"{filename} cannot be compiled: {exc}"
+    except RecursionError:
+        return None, f"{filename} is nested too deeply for Python to compile"
+
+
+def _decode(filename: str, data: bytes) -> tuple[str | None, str | None]:
+    """``(text, None)`` as an import reads the file (its BOM or coding line obeyed), or
+    ``(None, problem)``."""
+    try:
+        return importlib.util.decode_source(data), None
+    except UnicodeDecodeError as exc:
+        undecodable = exc
+    except SyntaxError as exc:  # no UTF-8 in the first two lines, or an unknown coding
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as decoding:
+            undecodable = decoding
+        else:
+            return None, f"{filename} cannot be read: {exc}"
+    byte = f"byte 0x{data[undecodable.start]:02x} at offset {undecodable.start}"
+    return None, f"{filename} is not {undecodable.encoding.upper()} text ({byte})"
 
 
 # Where the module files are ------------------------------------------------------------------

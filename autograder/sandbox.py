@@ -499,23 +499,28 @@ def _describe_status(status: int | None) -> str:
 
 
 def _read_package(package: Path) -> dict[str, dict]:
-    """The package's expected module files and, where staging compiled them, their code
-    (``intake.bytecode_file``), each as bytes in a uint8 tensor (tensor bytes do not count
-    against the message's header limit): nothing else is sent to the worker. The code takes at
-    most half of the message's limit (a few KB per file in a real submission), so it never
-    crowds out the sources: beyond that the worker compiles."""
+    """The package's expected module files and the code staging compiled for them, each as
+    bytes in a uint8 tensor (tensor bytes do not count against the message's header limit):
+    nothing else is sent to the worker. Code is sent only as staging writes it (at most
+    ``intake.MAX_BYTECODE``, checked against its file's bytes): a pyc that came with the
+    submission is never run in place of its source."""
     files, compiled = {}, {}
-    budget = template.MAX_FILES_MESSAGE // 2
     for name in ("__init__", *MODULES):
         path = package / f"{name}.py"
         if path.is_file() and not path.is_symlink():
-            files[path.name] = _bytes_tensor(path.read_bytes())
+            source = path.read_bytes()
+            files[path.name] = _bytes_tensor(source)
             pyc = intake.bytecode_file(path)
-            if pyc.is_file() and not pyc.is_symlink():
-                data = pyc.read_bytes()
-                budget -= len(data)
-                if budget >= 0:
-                    compiled[path.name] = _bytes_tensor(data)
+            if (
+                pyc is not None
+                and pyc.is_file()
+                and not pyc.is_symlink()
+                and pyc.stat().st_size <= intake.MAX_BYTECODE
+                and (data := pyc.read_bytes()).startswith(
+                    intake.bytecode_header(source)
+                )
+            ):
+                compiled[path.name] = _bytes_tensor(data)
     return {"files": files, "bytecode": compiled}
 
 

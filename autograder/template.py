@@ -45,7 +45,8 @@ SCRATCH = ("/tmp", "/dev/shm")
 #: A worker's folder when it has a private ``/tmp`` (the same path every time: feedback that
 #: quotes it stays identical from run to run).
 PRIVATE_ROOT = Path("/tmp/submission")
-#: The largest source files message the grading side sends (intake refuses bigger files).
+#: The largest files message the grading side sends: eight files of at most ``intake.MAX_FILE``
+#: and their code, of at most ``intake.MAX_BYTECODE`` each, take up to 12 MiB.
 MAX_FILES_MESSAGE = 16 << 20
 #: The largest control message from the grading side (a spawn request is a few hundred bytes).
 MAX_CONTROL = 1 << 16

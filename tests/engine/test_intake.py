@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import os
 import shutil
@@ -91,7 +93,7 @@ def test_staged_modules_import_their_checked_code_unless_changed_since(tmp_path)
     package = staged.root / PACKAGE
     (package / "rope.py").write_text("def f():\n    return 2\n")
     done = subprocess.run(
-        [sys.executable, "-c", IMPORT_STAGED, str(staged.root)],
+        [sys.executable, "-I", "-c", IMPORT_STAGED, str(staged.root)],
         capture_output=True,
         text=True,
         check=True,
@@ -101,17 +103,56 @@ def test_staged_modules_import_their_checked_code_unless_changed_since(tmp_path)
     assert (filename, masks_f, rope_f) == (str(package / "masks.py"), 1, 2)
 
 
-def test_the_static_scan_reads_the_trees_that_staging_parsed(tmp_path):
+@pytest.mark.parametrize("line_end", ["\n", "\r\n"])
+def test_the_static_scan_reads_the_trees_that_staging_parsed(
+    tmp_path, monkeypatch, line_end
+):
     """Each file is parsed once per submission: staging's syntax check and the scan of the
-    staged package share the tree (milliseconds per file, per submission)."""
-    source = write_tree(tmp_path / "sub" / PACKAGE, reference_files()).parent
-    forbidden.parse.cache_clear()
+    staged package share the tree (milliseconds per file, per submission), which the scan
+    then lets go of."""
+    files = {
+        n: d.replace(b"\n", line_end.encode()) for n, d in reference_files().items()
+    }
+    source = write_tree(tmp_path / "sub" / PACKAGE, files).parent
     staged = intake.stage("sub", source, tmp_path / "staged")
-    staging = forbidden.parse.cache_info()
-    assert staging.misses == len(MODULES)
-    forbidden.scan_package(staged.root / PACKAGE)
-    scan = forbidden.parse.cache_info()
-    assert (scan.misses, scan.hits) == (staging.misses, staging.hits + len(MODULES))
+    assert forbidden._parse_kept.cache_info().currsize == len(MODULES)
+    parsed, parse = [], ast.parse
+    with monkeypatch.context() as patched:
+        patched.setattr(ast, "parse", lambda text: parsed.append(text) or parse(text))
+        forbidden.scan_package(staged.root / PACKAGE)
+    assert parsed == [] and forbidden._parse_kept.cache_info().currsize == 0
+
+
+#: Files Python imports, each with the value its ``x`` has there.
+IMPORTED_AS_IS = {
+    "a byte-order mark": (b"\xef\xbb\xbfx = 'caf\xc3\xa9'\n", "caf\u00e9"),
+    "a latin-1 coding line": (b"# coding: latin-1\nx = 'caf\xe9'\n", "caf\u00e9"),
+    "Windows line ends": (b'y = 1\r\nx = """a\r\nb"""\r\n', "a\nb"),
+    "1,500 terms": (b"x = " + b" + ".join([b"1"] * 1500) + b"\n", 1500),
+}
+
+
+@pytest.mark.parametrize("case", IMPORTED_AS_IS)
+def test_files_python_imports_are_staged_and_compiled_as_it_reads_them(tmp_path, case):
+    """Staging reads and compiles a file as Python's import does (BOM, coding line, line
+    ends; nesting deeper than a syntax tree compiles), so its code gives what the file gives."""
+    data, x = IMPORTED_AS_IS[case]
+    source = write_tree(tmp_path / "sub" / PACKAGE, {"masks.py": data}).parent
+    staged = intake.stage("sub", source, tmp_path / "staged")
+    assert not any(p.startswith("masks.py") for p in staged.problems)
+    path = staged.root / PACKAGE / "masks.py"
+    assert path.read_bytes() == data and intake.bytecode_file(path).is_file()
+    spec = importlib.util.spec_from_file_location(f"staged_{tmp_path.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.x == x
+
+
+def test_a_file_with_an_unknown_coding_line_is_refused_in_plain_words(tmp_path):
+    files = reference_files() | {"rope.py": b"# coding: klingon\nx = 1\n"}
+    source = write_tree(tmp_path / "sub" / PACKAGE, files).parent
+    staged = intake.stage("sub", source, tmp_path / "staged")
+    assert staged.problems == ["rope.py cannot be read: unknown encoding: klingon"]
 
 
 def test_a_batch_folder_lists_each_submission_once(tmp_path):

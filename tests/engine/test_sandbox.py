@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import marshal
 import os
 import shutil
@@ -94,13 +95,26 @@ def test_the_worker_runs_the_code_staging_compiled(tmp_path):
     assert 'File "transformer_hw/masks.py"' in caught.value.info.traceback
 
 
+def test_code_that_came_with_the_submission_never_runs_in_place_of_its_source(tmp_path):
+    """A pyc beside a module file of the submission (here an unchecked one, which Python
+    would use without reading the file) is not sent: the worker runs the source."""
+    root = submission(tmp_path, masks="def f():\n    return 1\n")
+    pyc = intake.bytecode_file(root / PACKAGE / "masks.py")
+    pyc.parent.mkdir(exist_ok=True)
+    source = (root / PACKAGE / "masks.py").read_text().replace("return 1", "return 2")
+    unchecked = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + bytes(8)
+    pyc.write_bytes(unchecked + marshal.dumps(compile(source, "masks.py", "exec")))
+    with IsolatedSubmission(root) as hw:
+        assert hw.call("masks.f") == 1
+
+
 def test_files_as_large_as_intake_takes_reach_the_worker(tmp_path):
     """Every module file just under ``intake.MAX_FILE``: megabytes in all, beyond the limit of
     a message's header (the files travel as bytes, not text)."""
     root = submission(tmp_path)
     for path in (root / PACKAGE).glob("*.py"):
-        text = path.read_text()
-        path.write_text(text + "#" * (intake.MAX_FILE - len(text) - 2) + "\n")
+        data = path.read_bytes()
+        path.write_bytes(data + b"#" * (intake.MAX_FILE - len(data) - 2) + b"\n")
     staged = intake.stage("large", root, tmp_path / "staged")
     assert staged.problems == []
     with IsolatedSubmission(staged.root) as hw:
