@@ -4,8 +4,8 @@ This is the inner layer: it separates the workers of one grading process from ea
 from the template, inside the outer boundary (``autograder.boundary``). Each step closes one way
 out: its own session (the template can kill the whole group), output to ``/dev/null`` (prints
 cannot block or reach the protocol socket), no inherited environment, a fresh unprivileged uid
-per worker with an empty capability bounding set and ``no_new_privs`` (as root), and resource
-limits. Without bubblewrap, as root, a private mount namespace also covers the reference, the
+per worker with an empty capability bounding set and ``no_new_privs`` (as root), resource
+limits, and a system-call filter (``refuse_kernel_entry_points``). Without bubblewrap, as root, a private mount namespace also covers the reference, the
 tests and the batch. ``worker_protections`` says which of these a run has.
 """
 
@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
+import platform
 import resource
 import signal
 import sys
@@ -37,19 +39,149 @@ _MS_REMOUNT, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = (
     1 << 18,
 )
 
+#: What the system-call filter refuses, per machine (Linux's numbers): every use of these calls,
+#: and clone or unshare asking for a new user namespace. clone3 passes its flags in memory, where
+#: a filter cannot read them; it fails as if the kernel lacked it, and the C library then uses
+#: clone. By name, so a message or a test can name them.
+REFUSED_CALLS = {
+    "x86_64": {
+        "setns": 308,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "userfaultfd": 323,
+        "bpf": 321,
+        "perf_event_open": 298,
+        "add_key": 248,
+        "request_key": 249,
+        "keyctl": 250,
+    },
+    "aarch64": {
+        "setns": 268,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "userfaultfd": 282,
+        "bpf": 280,
+        "perf_event_open": 241,
+        "add_key": 217,
+        "request_key": 218,
+        "keyctl": 219,
+    },
+}
+#: Per machine: its audit architecture, and the numbers of seccomp, clone, unshare and clone3.
+_FILTER_ABI = {
+    "x86_64": (0xC000003E, 317, 56, 272, 435),
+    "aarch64": (0xC00000B7, 277, 220, 97, 435),
+}
+_CLONE_NEWUSER = 0x10000000
+_X32_BIT = 0x40000000  # x86_64's x32 calls: the same kernel code under other numbers
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _filter_program(machine: str) -> list[tuple[int, int, int, int]]:
+    """The classic-BPF program (code, jump if true, jump if false, constant) of the filter."""
+    load = 0x20  # BPF_LD | BPF_W | BPF_ABS: a word of seccomp_data
+    jeq, jge, jset = 0x15, 0x35, 0x45  # BPF_JMP | BPF_K with JEQ, JGE, JSET
+    ret = 0x06  # BPF_RET | BPF_K
+    allow = 0x7FFF0000  # SECCOMP_RET_ALLOW
+    refuse, absent = (
+        0x00050000 | e for e in (errno.EPERM, errno.ENOSYS)
+    )  # SECCOMP_RET_ERRNO
+    arch, _, clone, unshare, clone3 = _FILTER_ABI[machine]
+    program = [
+        (load, 0, 0, 4),  # seccomp_data.arch
+        (jeq, 1, 0, arch),
+        (
+            ret,
+            0,
+            0,
+            refuse,
+        ),  # another ABI (32-bit calls on a 64-bit kernel): nothing at all
+        (load, 0, 0, 0),  # seccomp_data.nr
+    ]
+    if machine == "x86_64":
+        program += [(jge, 0, 1, _X32_BIT), (ret, 0, 0, refuse)]
+    for number in REFUSED_CALLS[machine].values():
+        program += [(jeq, 0, 1, number), (ret, 0, 0, refuse)]
+    program += [(jeq, 0, 1, clone3), (ret, 0, 0, absent)]
+    program += [
+        (
+            jeq,
+            1,
+            0,
+            clone,
+        ),  # clone or unshare: look at the flags (argument 0, low word)
+        (jeq, 0, 3, unshare),
+        (load, 0, 0, 16),
+        (jset, 0, 1, _CLONE_NEWUSER),
+        (ret, 0, 0, refuse),
+        (ret, 0, 0, allow),
+    ]
+    return program
+
+
+def refuse_kernel_entry_points() -> bool:
+    """Install the worker's system-call filter (seccomp) on all its threads, for good; ``False``
+    where this machine or kernel has none. What it refuses is what a user namespace (its own
+    capabilities over mounts and networking) and a few rarely needed kernel interfaces offer an
+    exploit of the kernel; student code needs none of it."""
+    machine = platform.machine()
+    if machine not in _FILTER_ABI:
+        return False
+    program = _filter_program(machine)
+    instructions = (_SockFilter * len(program))(*program)
+    fprog = _SockFprog(len(program), instructions)
+    # A filter needs no_new_privs, which a worker keeps anyway (as root it is already set).
+    if _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return False
+    seccomp = _FILTER_ABI[machine][1]
+    set_mode_filter, thread_sync = 1, 1
+    return (
+        _LIBC.syscall(seccomp, set_mode_filter, thread_sync, ctypes.byref(fprog)) == 0
+    )
+
+
+def can_refuse_kernel_entry_points() -> bool:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if refuse_kernel_entry_points() else 1)
+    return os.waitpid(pid, 0)[1] == 0
+
 
 def worker_protections(bubblewrap: bool) -> list[str]:
     """The inner layer's protections in this run, in plain words."""
     if os.name != "posix":
         return ["student code cannot be isolated on this system"]
     limits = "limits on memory, processes, CPU time, file size and open files"
+    if can_refuse_kernel_entry_points():
+        calls = (
+            "a system-call filter: no user namespaces, setns, io_uring, userfaultfd, bpf, "
+            "perf events or kernel keyrings"
+        )
+    else:
+        calls = "NO system-call filter (seccomp unavailable here)"
     if os.geteuid() != 0:
         return [
             limits,
+            calls,
             "not running as root: every worker runs as your own user (no uid of its own)",
         ]
     notes = [
         limits,
+        calls,
         "a fresh unprivileged uid per worker, no capabilities, no_new_privs",
     ]
     if not bubblewrap:

@@ -280,6 +280,7 @@ def _worker_main(
                 confine.hide(config["hidden"], root)
             confine.become_unprivileged(config["uid"])
         confine.set_limits(limits, cuda=device.type == "cuda")
+        confine.refuse_kernel_entry_points()  # best effort: protections() says where not
         os.chdir(root)
         from autograder import tripwire
         from autograder.executor import Executor

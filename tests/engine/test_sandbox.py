@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import importlib.util
 import marshal
 import os
+import platform
 import shutil
 import socket
 import subprocess
@@ -275,6 +277,46 @@ def test_student_code_is_an_unprivileged_uid_without_capabilities_or_network(tmp
     assert found["read"] is False
     if boundary.bwrap_path():
         assert found["network"] is False  # its own network namespace
+
+
+SYSTEM_CALLS = """
+import ctypes
+import os
+import threading
+
+
+def try_calls(numbers):
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def error(result):
+        return ctypes.get_errno() if result == -1 else 0
+
+    found = {name: error(libc.syscall(n, 0, 0, 0, 0)) for name, n in numbers.items()}
+    found["unshare(CLONE_NEWUSER)"] = error(libc.unshare(0x10000000))
+    found["clone3"] = error(libc.syscall(435, 0, 0))
+    thread = threading.Thread(target=lambda: None)
+    thread.start()  # the C library falls back from clone3 to clone
+    thread.join()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    found["fork"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return found
+"""
+
+
+@pytest.mark.skipif(
+    platform.machine() not in confine.REFUSED_CALLS,
+    reason="no system-call filter for this machine",
+)
+def test_student_code_cannot_reach_user_namespaces_or_rare_kernel_interfaces(tmp_path):
+    """Each of them is a way into the kernel's less trodden code (a user namespace grants its
+    creator capabilities over mounts and networking there); threads and processes still work."""
+    numbers = confine.REFUSED_CALLS[platform.machine()]
+    with IsolatedSubmission(submission(tmp_path, masks=SYSTEM_CALLS)) as hw:
+        found = hw.call("masks.try_calls", numbers)
+    refused = {name: errno.EPERM for name in [*numbers, "unshare(CLONE_NEWUSER)"]}
+    assert found == {**refused, "clone3": errno.ENOSYS, "fork": 7}
 
 
 @pytest.mark.skipif(
