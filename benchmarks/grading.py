@@ -12,10 +12,11 @@ median of ``--runs`` runs:
 - the graded suite on the reference in this warm process, in-process, imports and collection
   excluded (the cost of the tests themselves), and right after it the same reference graded
   by ``grade_many(jobs=1)`` in this process, ``--pairs`` times: the median of the pairs'
-  quotients is ``sandbox_overhead`` (on a shared host one pair's quotient can be a fifth off
-  either way, so it takes many).
+  quotients is ``sandbox_overhead`` (on a shared host one pair's quotient can be half off
+  either way, so it takes many; ``sandbox_overhead_interval`` says where the median lies with
+  95 % confidence).
 
-    python benchmarks/grading.py [--submissions 60] [--jobs 2] [--runs 3] [--pairs 15]
+    python benchmarks/grading.py [--submissions 60] [--jobs 2] [--runs 3] [--pairs 40]
 
 Prints a table per kind of submission on stderr and one JSON line on stdout. The machine's load
 average is part of the line: on a shared machine, compare figures taken under similar load.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import shutil
@@ -283,6 +285,21 @@ def side_by_side(root: Path, pairs: int, tmp: Path) -> list[tuple[float, ...]]:
     return [(*_suite_once(root), *_graded_once(root, settings)) for _ in range(pairs)]
 
 
+def _median_interval(
+    values: list[float], confidence: float = 0.95
+) -> list[float] | None:
+    """A distribution-free interval for the median: the k-th smallest and the k-th largest value,
+    k the largest with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2, so that it holds the
+    true median with at least that confidence whatever the spread (order statistics). ``None``
+    below six values, where no such interval exists at 95 %."""
+    n, ordered = len(values), sorted(values)
+    k, below = 0, 0.0
+    while below + math.comb(n, k) / 2**n <= (1 - confidence) / 2:
+        below += math.comb(n, k) / 2**n
+        k += 1
+    return [round(ordered[k - 1], 2), round(ordered[n - k], 2)] if k else None
+
+
 def _quartiles(values: list[float]) -> list[float]:
     """The first and third quartiles: how far one pair's quotient strays."""
     if len(values) < 2:
@@ -310,7 +327,7 @@ def main() -> int:
     parser.add_argument(
         "--pairs",
         type=int,
-        default=15,
+        default=40,
         help="sandbox_overhead: median of this many pairs",
     )
     args = parser.parse_args()
@@ -362,6 +379,7 @@ def main() -> int:
         "suite_seconds_in_process": round(suite, 2),
         "sandbox_overhead": round(statistics.median(g / s for s, _, g, _ in pairs), 2),
         "sandbox_overhead_quartiles": _quartiles([g / s for s, _, g, _ in pairs]),
+        "sandbox_overhead_interval": _median_interval([g / s for s, _, g, _ in pairs]),
         "projected_minutes_for_300": round(per_submission * 300 / 60, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         # Load-independent figures: CPU seconds, which a busy machine stretches far less.
