@@ -5,8 +5,8 @@ from the template, inside the outer boundary (``autograder.boundary``). Each ste
 out: its own session (the template can kill the whole group), output to ``/dev/null`` (prints
 cannot block or reach the protocol socket), no inherited environment, a fresh unprivileged uid
 per worker with an empty capability bounding set and ``no_new_privs`` (as root), resource
-limits, and a system-call filter (``refuse_kernel_entry_points``). Without bubblewrap, as root, a private mount namespace also covers the reference, the
-tests and the batch. ``worker_protections`` says which of these a run has.
+limits, and a system-call filter (``refuse_kernel_entry_points``). Without bubblewrap, as root,
+a private mount namespace also covers the reference, the tests and the batch. ``worker_protections`` says which of these a run has.
 """
 
 from __future__ import annotations
@@ -97,39 +97,20 @@ def _filter_program(machine: str) -> list[tuple[int, int, int, int]]:
     jeq, jge, jset = 0x15, 0x35, 0x45  # BPF_JMP | BPF_K with JEQ, JGE, JSET
     ret = 0x06  # BPF_RET | BPF_K
     allow = 0x7FFF0000  # SECCOMP_RET_ALLOW
-    refuse, absent = (
-        0x00050000 | e for e in (errno.EPERM, errno.ENOSYS)
-    )  # SECCOMP_RET_ERRNO
+    # SECCOMP_RET_ERRNO with EPERM, and with ENOSYS (a call this kernel seems to lack)
+    refuse, absent = (0x00050000 | e for e in (errno.EPERM, errno.ENOSYS))
     arch, _, clone, unshare, clone3 = _FILTER_ABI[machine]
-    program = [
-        (load, 0, 0, 4),  # seccomp_data.arch
-        (jeq, 1, 0, arch),
-        (
-            ret,
-            0,
-            0,
-            refuse,
-        ),  # another ABI (32-bit calls on a 64-bit kernel): nothing at all
-        (load, 0, 0, 0),  # seccomp_data.nr
-    ]
+    # Another ABI (32-bit calls on a 64-bit kernel) gets nothing at all.
+    program = [(load, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, refuse)]  # .arch
+    program.append((load, 0, 0, 0))  # .nr
     if machine == "x86_64":
         program += [(jge, 0, 1, _X32_BIT), (ret, 0, 0, refuse)]
     for number in REFUSED_CALLS[machine].values():
         program += [(jeq, 0, 1, number), (ret, 0, 0, refuse)]
     program += [(jeq, 0, 1, clone3), (ret, 0, 0, absent)]
-    program += [
-        (
-            jeq,
-            1,
-            0,
-            clone,
-        ),  # clone or unshare: look at the flags (argument 0, low word)
-        (jeq, 0, 3, unshare),
-        (load, 0, 0, 16),
-        (jset, 0, 1, _CLONE_NEWUSER),
-        (ret, 0, 0, refuse),
-        (ret, 0, 0, allow),
-    ]
+    # clone or unshare: refused when argument 0 (the flags; its low word) asks for CLONE_NEWUSER
+    program += [(jeq, 1, 0, clone), (jeq, 0, 3, unshare), (load, 0, 0, 16)]
+    program += [(jset, 0, 1, _CLONE_NEWUSER), (ret, 0, 0, refuse), (ret, 0, 0, allow)]
     return program
 
 
@@ -155,6 +136,7 @@ def refuse_kernel_entry_points() -> bool:
 
 
 def can_refuse_kernel_entry_points() -> bool:
+    """Whether a worker here gets the filter (tried in a child process of this one)."""
     pid = os.fork()
     if pid == 0:
         os._exit(0 if refuse_kernel_entry_points() else 1)
