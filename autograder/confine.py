@@ -40,7 +40,8 @@ _MS_REMOUNT, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = (
 )
 
 #: What the system-call filter refuses, per machine (Linux's numbers): every use of these calls,
-#: and clone or unshare asking for a new user namespace. clone3 passes its flags in memory, where
+#: and clone or unshare asking for a new user namespace. The ptrace family matters where workers
+#: share the grader's uid (not root): none may reach into the template or another worker. clone3 passes its flags in memory, where
 #: a filter cannot read them; it fails as if the kernel lacked it, and the C library then uses
 #: clone. By name, so a message or a test can name them.
 REFUSED_CALLS = {
@@ -55,6 +56,12 @@ REFUSED_CALLS = {
         "add_key": 248,
         "request_key": 249,
         "keyctl": 250,
+        "ptrace": 101,
+        "process_vm_readv": 310,
+        "process_vm_writev": 311,
+        "pidfd_getfd": 438,
+        "kcmp": 312,
+        "modify_ldt": 154,
     },
     "aarch64": {
         "setns": 268,
@@ -67,6 +74,11 @@ REFUSED_CALLS = {
         "add_key": 217,
         "request_key": 218,
         "keyctl": 219,
+        "ptrace": 117,
+        "process_vm_readv": 270,
+        "process_vm_writev": 271,
+        "pidfd_getfd": 438,
+        "kcmp": 272,
     },
 }
 #: Per machine: its audit architecture, and the numbers of seccomp, clone, unshare and clone3.
@@ -150,8 +162,8 @@ def worker_protections(bubblewrap: bool) -> list[str]:
     limits = "limits on memory, processes, CPU time, file size and open files"
     if can_refuse_kernel_entry_points():
         calls = (
-            "a system-call filter: no user namespaces, setns, io_uring, userfaultfd, bpf, "
-            "perf events or kernel keyrings"
+            "a system-call filter: no user namespaces, setns, ptrace, io_uring, userfaultfd, "
+            "bpf, perf events or kernel keyrings"
         )
     else:
         calls = "NO system-call filter (seccomp unavailable here)"

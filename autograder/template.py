@@ -78,6 +78,9 @@ def template_main(fd: int, optimizers: bool) -> None:
     # Workers ended on request, and all their uid's processes with them.
     killed: set[int] = set()
     needed = _needed_folders()  # once: every worker keeps them in its private /tmp
+    # Where the system-call filter can be had, a worker that fails to install it never runs
+    # student code.
+    filtered = confine.can_refuse_kernel_entry_points()
     # The garbage collector of a forked worker would otherwise visit, and so copy, every object
     # the template holds (torch's): a fifth of a second per worker.
     gc.freeze()
@@ -127,7 +130,9 @@ def template_main(fd: int, optimizers: bool) -> None:
             for extra in (ctl.fileno(), wake_r, wake_w):
                 os.close(extra)
             try:
-                _worker_main(socket.socket(fileno=fds[0]), fds[1], config, needed)
+                _worker_main(
+                    socket.socket(fileno=fds[0]), fds[1], config, needed, filtered
+                )
             finally:
                 os._exit(0)
         for extra in fds:
@@ -251,7 +256,11 @@ def _as_user(uid: int, action) -> None:
 
 
 def _worker_main(
-    sock: socket.socket, stacks_fd: int, config: dict, needed: list[str]
+    sock: socket.socket,
+    stacks_fd: int,
+    config: dict,
+    needed: list[str],
+    filtered: bool,
 ) -> None:
     """Take namespaces and the submission's files, confine this process, then serve requests."""
     from autograder.sandbox import Limits
@@ -280,7 +289,8 @@ def _worker_main(
                 confine.hide(config["hidden"], root)
             confine.become_unprivileged(config["uid"])
         confine.set_limits(limits, cuda=device.type == "cuda")
-        confine.refuse_kernel_entry_points()  # best effort: protections() says where not
+        if not confine.refuse_kernel_entry_points() and filtered:
+            raise OSError("could not install the system-call filter")
         os.chdir(root)
         from autograder import tripwire
         from autograder.executor import Executor

@@ -291,7 +291,8 @@ def try_calls(numbers):
     def error(result):
         return ctypes.get_errno() if result == -1 else 0
 
-    found = {name: error(libc.syscall(n, 0, 0, 0, 0)) for name, n in numbers.items()}
+    # Arguments no call accepts (ptrace(0) would be PTRACE_TRACEME, were it let through).
+    found = {name: error(libc.syscall(n, -1, -1, 0, 0)) for name, n in numbers.items()}
     found["unshare(CLONE_NEWUSER)"] = error(libc.unshare(0x10000000))
     found["clone3"] = error(libc.syscall(435, 0, 0))
     thread = threading.Thread(target=lambda: None)
@@ -311,7 +312,8 @@ def try_calls(numbers):
 )
 def test_student_code_cannot_reach_user_namespaces_or_rare_kernel_interfaces(tmp_path):
     """Each of them is a way into the kernel's less trodden code (a user namespace grants its
-    creator capabilities over mounts and networking there); threads and processes still work."""
+    creator capabilities over mounts and networking there) or into another process of the same
+    uid; threads and processes still work."""
     numbers = confine.REFUSED_CALLS[platform.machine()]
     with IsolatedSubmission(submission(tmp_path, masks=SYSTEM_CALLS)) as hw:
         found = hw.call("masks.try_calls", numbers)
