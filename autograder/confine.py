@@ -6,7 +6,8 @@ out: its own session (the template can kill the whole group), output to ``/dev/n
 cannot block or reach the protocol socket), no inherited environment, a fresh unprivileged uid
 per worker with an empty capability bounding set and ``no_new_privs`` (as root), resource
 limits, and a system-call filter (``refuse_kernel_entry_points``). Without bubblewrap, as root,
-a private mount namespace also covers the reference, the tests and the batch. ``worker_protections`` says which of these a run has.
+a private mount namespace also covers the reference, the tests and the batch.
+``worker_protections`` says which of these a run has.
 """
 
 from __future__ import annotations
@@ -39,11 +40,11 @@ _MS_REMOUNT, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = (
     1 << 18,
 )
 
-#: What the system-call filter refuses, per machine (Linux's numbers): every use of these calls,
-#: and clone or unshare asking for a new user namespace. The ptrace family matters where workers
-#: share the grader's uid (not root): none may reach into the template or another worker. clone3 passes its flags in memory, where
-#: a filter cannot read them; it fails as if the kernel lacked it, and the C library then uses
-#: clone. By name, so a message or a test can name them.
+#: What the system-call filter refuses, per machine (Linux's numbers, by name so that a test can
+#: name them): every use of these calls, and clone or unshare asking for a new user namespace.
+#: The ptrace family matters where workers share the grader's uid (not root): none may reach
+#: into the template or another worker. clone3 passes its flags in memory, where a filter cannot
+#: read them; it fails as if the kernel lacked it, and the C library then uses clone.
 REFUSED_CALLS = {
     "x86_64": {
         "setns": 308,
@@ -128,9 +129,9 @@ def _filter_program(machine: str) -> list[tuple[int, int, int, int]]:
 
 def refuse_kernel_entry_points() -> bool:
     """Install the worker's system-call filter (seccomp) on all its threads, for good; ``False``
-    where this machine or kernel has none. What it refuses is what a user namespace (its own
-    capabilities over mounts and networking) and a few rarely needed kernel interfaces offer an
-    exploit of the kernel; student code needs none of it."""
+    where this machine or kernel has none. It refuses what a user namespace (capabilities over
+    mounts and networking) and a few rarely needed kernel interfaces offer an exploit of the
+    kernel, and the ways into another process of the same uid; student code needs none of it."""
     machine = platform.machine()
     if machine not in _FILTER_ABI:
         return False
