@@ -149,10 +149,16 @@ def refuse_kernel_entry_points() -> bool:
 
 
 def can_refuse_kernel_entry_points() -> bool:
-    """Whether a worker here gets the filter (tried in a child process of this one)."""
+    """Whether a worker here gets the filter."""
+    return _succeeds_in_child(refuse_kernel_entry_points)
+
+
+def _succeeds_in_child(attempt) -> bool:
+    """Whether ``attempt()`` returns true in a child process of this one, which it may change
+    for good (a namespace, a filter) without touching this process."""
     pid = os.fork()
     if pid == 0:
-        os._exit(0 if refuse_kernel_entry_points() else 1)
+        os._exit(0 if attempt() else 1)
     return os.waitpid(pid, 0)[1] == 0
 
 
@@ -231,10 +237,7 @@ def set_subreaper() -> None:
 
 
 def can_unshare_mounts() -> bool:
-    pid = os.fork()
-    if pid == 0:
-        os._exit(0 if _LIBC.unshare(_CLONE_NEWNS) == 0 else 1)
-    return os.waitpid(pid, 0)[1] == 0
+    return _succeeds_in_child(lambda: _LIBC.unshare(_CLONE_NEWNS) == 0)
 
 
 def detach() -> None:
