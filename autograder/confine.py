@@ -5,8 +5,9 @@ from the template, inside the outer boundary (``autograder.boundary``). Each ste
 out: its own session (the template can kill the whole group), output to ``/dev/null`` (prints
 cannot block or reach the protocol socket), no inherited environment, a fresh unprivileged uid
 per worker with an empty capability bounding set and ``no_new_privs`` (as root), resource
-limits, and a system-call filter (``refuse_kernel_entry_points``). Without bubblewrap, as root,
-a private mount namespace also covers the reference, the tests and the batch.
+limits, a system-call filter (``refuse_kernel_entry_points``) and a Landlock domain of its own
+(``keep_to_own_processes``). Without bubblewrap, as root, a private mount namespace also covers
+the reference, the tests and the batch.
 ``worker_protections`` says which of these a run has.
 """
 
@@ -43,8 +44,9 @@ _MS_REMOUNT, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = (
 #: What the system-call filter refuses, per machine (Linux's numbers, by name so that a test can
 #: name them): every use of these calls, and clone or unshare asking for a new user namespace.
 #: The ptrace family matters where workers share the grader's uid (not root): none may reach
-#: into the template or another worker. clone3 passes its flags in memory, where a filter cannot
-#: read them; it fails as if the kernel lacked it, and the C library then uses clone.
+#: into the template or another worker (``/proc/<pid>/mem``, which a filter cannot see, is
+#: ``keep_to_own_processes``'s). clone3 passes its flags in memory, where a filter cannot read
+#: them; it fails as if the kernel lacked it, and the C library then uses clone.
 REFUSED_CALLS = {
     "x86_64": {
         "setns": 308,
@@ -148,18 +150,89 @@ def refuse_kernel_entry_points() -> bool:
     )
 
 
-def can_refuse_kernel_entry_points() -> bool:
-    """Whether a worker here gets the filter."""
-    return _succeeds_in_child(refuse_kernel_entry_points)
+#: Landlock's calls (one number on every machine) and what ``keep_to_own_processes`` asks of it.
+_LANDLOCK_CREATE_RULESET, _LANDLOCK_RESTRICT_SELF = 444, 446
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_LANDLOCK_ACCESS_FS_MAKE_CHAR, _LANDLOCK_ACCESS_FS_MAKE_BLOCK = 1 << 6, 1 << 11
+_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, _LANDLOCK_SCOPE_SIGNAL = 1, 2
+_LANDLOCK_SCOPES_SINCE = 6  # the ABI version that brought scopes
 
 
-def _succeeds_in_child(attempt) -> bool:
-    """Whether ``attempt()`` returns true in a child process of this one, which it may change
-    for good (a namespace, a filter) without touching this process."""
+class _LandlockRulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
+
+
+def keep_to_own_processes() -> bool:
+    """Give this process a Landlock domain of its own, for good; ``False`` where the kernel has
+    no Landlock. Its threads and children then cannot trace or open the memory of any process
+    outside it (``/proc/<pid>/mem`` included, which no system-call filter sees), and, where the
+    kernel has scopes (Linux 6.12), cannot signal them or reach their abstract Unix sockets.
+    Workers that share the grader's uid (not root) need it most: without it one could rewrite
+    the template that forks the next students' workers.
+
+    Landlock needs a handled access: the domain handles making device nodes, which a worker
+    cannot do anyway (no capabilities), and allows everything else."""
+    version = _landlock_version()
+    if version < 1:
+        return False
+    attr = _LandlockRulesetAttr(
+        _LANDLOCK_ACCESS_FS_MAKE_CHAR | _LANDLOCK_ACCESS_FS_MAKE_BLOCK, 0, 0
+    )
+    size = ctypes.sizeof(ctypes.c_uint64)  # what the first version knows of the struct
+    if version >= _LANDLOCK_SCOPES_SINCE:
+        attr.scoped = _LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | _LANDLOCK_SCOPE_SIGNAL
+        size = ctypes.sizeof(attr)
+    ruleset = _LIBC.syscall(_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), size, 0)
+    if ruleset < 0:
+        return False
+    try:
+        # Like a filter, a domain needs no_new_privs (a worker keeps it anyway).
+        return (
+            _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+            and _LIBC.syscall(_LANDLOCK_RESTRICT_SELF, ruleset, 0) == 0
+        )
+    finally:
+        os.close(ruleset)
+
+
+def landlock_scopes() -> bool:
+    """Whether this kernel's Landlock also keeps signals and abstract sockets in the domain."""
+    return _landlock_version() >= _LANDLOCK_SCOPES_SINCE
+
+
+def _landlock_version() -> int:
+    """The kernel's Landlock ABI version; below 1 where it has none."""
+    return _LIBC.syscall(
+        _LANDLOCK_CREATE_RULESET, None, 0, _LANDLOCK_CREATE_RULESET_VERSION
+    )
+
+
+#: The layers a worker puts on itself last, each a call that returns whether it took hold.
+KERNEL_LAYERS = (refuse_kernel_entry_points, keep_to_own_processes)
+
+
+def available_kernel_layers() -> tuple[bool, ...]:
+    """Which of ``KERNEL_LAYERS`` take hold here."""
+    return _take_hold_in_child(KERNEL_LAYERS)
+
+
+def _take_hold_in_child(attempts) -> tuple[bool, ...]:
+    """Which of ``attempts`` (calls returning whether they worked) work, tried in order in one
+    child process of this one, which they may change for good (a namespace, a filter) without
+    touching this process."""
     pid = os.fork()
     if pid == 0:
-        os._exit(0 if attempt() else 1)
-    return os.waitpid(pid, 0)[1] == 0
+        took = 0
+        try:
+            took = sum(1 << i for i, attempt in enumerate(attempts) if attempt())
+        finally:
+            os._exit(took)
+    took = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return tuple(took >= 0 and bool(took & 1 << i) for i in range(len(attempts)))
 
 
 def worker_protections(bubblewrap: bool) -> list[str]:
@@ -167,22 +240,36 @@ def worker_protections(bubblewrap: bool) -> list[str]:
     if os.name != "posix":
         return ["student code cannot be isolated on this system"]
     limits = "limits on memory, processes, CPU time, file size and open files"
-    if can_refuse_kernel_entry_points():
+    filtered, kept = available_kernel_layers()
+    if filtered:
         calls = (
             "a system-call filter: no user namespaces, setns, ptrace, io_uring, userfaultfd, "
             "bpf, perf events or kernel keyrings"
         )
     else:
         calls = "NO system-call filter (seccomp unavailable here)"
+    if not kept:
+        domain = "NO Landlock domain (the kernel lacks Landlock)"
+        if os.geteuid() != 0:
+            domain += ": a worker can open the memory of processes of your user"
+    elif landlock_scopes():
+        domain = (
+            "a Landlock domain per worker: no access to the memory of, signals to or abstract "
+            "sockets of processes outside it"
+        )
+    else:
+        domain = "a Landlock domain per worker: no access to the memory of processes outside it"
     if os.geteuid() != 0:
         return [
             limits,
             calls,
+            domain,
             "not running as root: every worker runs as your own user (no uid of its own)",
         ]
     notes = [
         limits,
         calls,
+        domain,
         "a fresh unprivileged uid per worker, no capabilities, no_new_privs",
     ]
     if not bubblewrap:
@@ -237,7 +324,7 @@ def set_subreaper() -> None:
 
 
 def can_unshare_mounts() -> bool:
-    return _succeeds_in_child(lambda: _LIBC.unshare(_CLONE_NEWNS) == 0)
+    return _take_hold_in_child([lambda: _LIBC.unshare(_CLONE_NEWNS) == 0])[0]
 
 
 def detach() -> None:

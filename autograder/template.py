@@ -78,9 +78,9 @@ def template_main(fd: int, optimizers: bool) -> None:
     # Workers ended on request, and all their uid's processes with them.
     killed: set[int] = set()
     needed = _needed_folders()  # once: every worker keeps them in its private /tmp
-    # Where the system-call filter can be had, a worker that fails to install it never runs
-    # student code.
-    filtered = confine.can_refuse_kernel_entry_points()
+    # Where a kernel layer (the system-call filter, the Landlock domain) can be had, a worker
+    # that fails to put it on never runs student code.
+    layers = confine.available_kernel_layers()
     # The garbage collector of a forked worker would otherwise visit, and so copy, every object
     # the template holds (torch's): a fifth of a second per worker.
     gc.freeze()
@@ -131,7 +131,7 @@ def template_main(fd: int, optimizers: bool) -> None:
                 os.close(extra)
             try:
                 _worker_main(
-                    socket.socket(fileno=fds[0]), fds[1], config, needed, filtered
+                    socket.socket(fileno=fds[0]), fds[1], config, needed, layers
                 )
             finally:
                 os._exit(0)
@@ -260,7 +260,7 @@ def _worker_main(
     stacks_fd: int,
     config: dict,
     needed: list[str],
-    filtered: bool,
+    layers: tuple[bool, ...],
 ) -> None:
     """Take namespaces and the submission's files, confine this process, then serve requests."""
     from autograder.sandbox import Limits
@@ -289,8 +289,9 @@ def _worker_main(
                 confine.hide(config["hidden"], root)
             confine.become_unprivileged(config["uid"])
         confine.set_limits(limits, cuda=device.type == "cuda")
-        if not confine.refuse_kernel_entry_points() and filtered:
-            raise OSError("could not install the system-call filter")
+        for layer, available in zip(confine.KERNEL_LAYERS, layers, strict=True):
+            if not layer() and available:
+                raise OSError(f"could not put on {layer.__name__}")
         os.chdir(root)
         from autograder import tripwire
         from autograder.executor import Executor

@@ -5,13 +5,17 @@ from __future__ import annotations
 import dataclasses
 import errno
 import importlib.util
+import json
 import marshal
 import os
 import platform
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -321,6 +325,112 @@ def test_student_code_cannot_reach_user_namespaces_or_rare_kernel_interfaces(tmp
     assert found == {**refused, "clone3": errno.ENOSYS, "fork": 7}
 
 
+OTHER_PROCESSES = """
+import os
+import signal
+
+
+def reach_others():
+    \"\"\"For each other process in sight: how opening its memory and signalling it end.\"\"\"
+    child = os.fork()
+    if child == 0:
+        try:
+            signal.pause()  # until killed below
+        finally:
+            os._exit(0)
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        pid = int(name)
+        outcome = []
+        try:
+            with open(f"/proc/{pid}/mem", "rb", buffering=0):
+                outcome.append("memory")
+        except OSError as exc:
+            outcome.append(exc.errno)
+        try:
+            os.kill(pid, 0)
+            outcome.append("signal")
+        except OSError as exc:
+            outcome.append(exc.errno)
+        if pid == child:
+            found["own child"] = outcome
+        else:
+            found.setdefault("others", {})[name] = outcome
+    os.kill(child, 9)
+    os.waitpid(child, 0)
+    return found
+"""
+
+
+def test_student_code_cannot_open_or_signal_processes_outside_its_worker(tmp_path):
+    """Whatever the uids: the template, bubblewrap's first process and the grader stay out of
+    reach; the worker's own children can still be signalled (as root the worker changed uid, so
+    nobody without privileges, itself included, may open their memory)."""
+    with IsolatedSubmission(submission(tmp_path, masks=OTHER_PROCESSES)) as hw:
+        found = hw.call("masks.reach_others")
+    assert found["own child"][1] == "signal"
+    refused = [errno.EACCES, errno.EPERM]  # memory, signal
+    assert found["others"]  # the template at least
+    assert all(outcome == refused for outcome in found["others"].values()), found
+
+
+@pytest.mark.skipif(
+    not confine.available_kernel_layers()[1], reason="no Landlock in this kernel"
+)
+def test_a_landlock_domain_keeps_even_root_from_other_processes():
+    """The layer on its own: as root (who may trace and signal anyone), a process in its domain
+    can open the memory of its own children only; signals too, where the kernel scopes them."""
+    outside = os.fork()
+    if outside == 0:
+        time.sleep(60)
+        os._exit(0)
+    try:
+        found = _in_a_domain(outside)
+    finally:
+        os.kill(outside, signal.SIGKILL)
+        os.waitpid(outside, 0)
+    signal_outside = errno.EPERM if confine.landlock_scopes() else 0
+    assert found == {"outside": [errno.EACCES, signal_outside], "own child": [0, 0]}
+
+
+def _in_a_domain(outside: int) -> dict:
+    """What a forked process that took a domain of its own found, reaching ``outside`` and a
+    child of its own: errno of opening its memory and of signalling it (0: it worked)."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            found = {"took hold": confine.keep_to_own_processes()}
+            child = os.fork()
+            if child == 0:
+                time.sleep(60)
+                os._exit(0)
+            for name, target in (("outside", outside), ("own child", child)):
+                found[name] = []
+                try:
+                    os.close(os.open(f"/proc/{target}/mem", os.O_RDONLY))
+                    found[name].append(0)
+                except OSError as exc:
+                    found[name].append(exc.errno)
+                try:
+                    os.kill(target, 0)
+                    found[name].append(0)
+                except OSError as exc:
+                    found[name].append(exc.errno)
+            os.kill(child, signal.SIGKILL)
+            os.write(writer, json.dumps(found).encode())
+        finally:
+            os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader) as f:
+        found = json.loads(f.read() or "{}")
+    os.waitpid(pid, 0)
+    assert found.pop("took hold", False), found
+    return found
+
+
 @pytest.mark.skipif(
     not boundary.bwrap_path(), reason="bubblewrap cannot run on this machine"
 )
@@ -338,7 +448,7 @@ def test_the_boundary_shows_only_python_and_the_engine(tmp_path):
             hw.call("masks.listing", str(REPO / "solutions"))
 
 
-def test_grading_works_as_an_unprivileged_user(tmp_path):
+def test_grading_works_as_an_unprivileged_user():
     """An instructor without root grades from a world-readable copy (the fallback's path)."""
     python = Path(sys.executable)
     if os.geteuid() != 0:
@@ -346,6 +456,15 @@ def test_grading_works_as_an_unprivileged_user(tmp_path):
     folders = [*python.parents, *python.resolve().parents]
     if not all(p.stat().st_mode & 0o001 for p in folders):
         pytest.skip(f"Python ({python.resolve()}) is not reachable by other users here")
+    # Not pytest's tmp_path: its parents are private to root.
+    with tempfile.TemporaryDirectory(prefix="unprivileged-") as name:
+        _grade_as_nobody(Path(name))
+
+
+NOBODY = 65534  # uid and gid of nobody, who owns nothing here
+
+
+def _grade_as_nobody(tmp_path: Path) -> None:
     copy = tmp_path / "repo"
     shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", ".venv"))
     os.chmod(tmp_path, 0o755)
@@ -353,19 +472,18 @@ def test_grading_works_as_an_unprivileged_user(tmp_path):
         os.chmod(folder, 0o755)
         for name in files:
             os.chmod(os.path.join(folder, name), 0o644)
-    out = tmp_path / "out"
-    out.mkdir(mode=0o777)
-    os.chmod(out, 0o777)
+    out = tmp_path / "out"  # nobody's own: the grader keeps its grades private (0700)
+    out.mkdir()
+    os.chown(out, NOBODY, NOBODY)
     command = [sys.executable, "-m", "autograder", "grade", str(copy / "solutions")]
     command += ["--out", str(out), "-k", "part2"]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(copy)}
-    # As nobody (uid and gid 65534), who owns nothing here.
     done = subprocess.run(
         command,
         env=env,
         cwd=copy,
-        user=65534,
-        group=65534,
+        user=NOBODY,
+        group=NOBODY,
         capture_output=True,
         text=True,
         timeout=600,
