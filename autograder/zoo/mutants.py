@@ -382,6 +382,15 @@ CATALOGUE: tuple[Mutant, ...] = (
         "overflowing append wrote",
     ),
     single(
+        "cache-length-not-advanced",
+        "gqa.py",
+        """        self.length += t
+        return self.k[:, :, : self.length], self.v[:, :, : self.length]""",
+        """        return self.k[:, :, : self.length + t], self.v[:, :, : self.length + t]""",
+        6,
+        "append does not advance length",
+    ),
+    single(
         "rope-positions-not-offset-by-cache",
         "gqa.py",
         "positions = torch.arange(start, start + t, device=x.device)",

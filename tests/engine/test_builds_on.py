@@ -3,10 +3,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+
 from autograder import runner
 from autograder.grade import Graded
 from autograder.points import PARTS, builds_on, check_uses, fix_first
 from autograder.report import feedback_md
+
+from .conftest import REPO, Run
 
 
 def result(part: int, passed: bool, uses: tuple[int, ...] = (), name: str = "t"):
@@ -67,3 +73,33 @@ def test_feedback_names_the_part_to_fix_first():
     part6 = text.split("## Part 6")[1].split("## Part 7")[0]
     assert "builds on" not in part3
     assert "builds on your part(s) 3, which lost points" in part6
+
+
+def test_every_graded_test_declares_each_part_it_reaches(tmp_path):
+    """A test that builds another part's object itself (part 3's cache tests build part 6's
+    KVCache) says so with ``uses(...)``, and only then: otherwise a bug in that part sends the
+    student to fix this one first. Each test's reach is recorded from the graded suite run on
+    the reference (``tests/engine/reached_parts.py``)."""
+    found = tmp_path / "reached.json"
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests/graded",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
+    command += ["-p", "tests.engine.reached_parts"]
+    env = {**os.environ, "REACHED_PARTS": str(found)}
+    Run(command, REPO, tmp_path / "suite.log", env).output()
+    tests = json.loads(found.read_text())
+    assert len(tests) > 50
+    wrong = []
+    for name, test in tests.items():
+        declared = {test["part"], *PARTS[test["part"]].uses, *test["uses"]}
+        if undeclared := sorted(set(test["reached"]) - declared):
+            wrong.append(f"{name} reaches part(s) {undeclared} without uses(...)")
+        if unused := sorted(set(test["uses"]) - set(test["reached"])):
+            wrong.append(f"{name} is marked uses{tuple(unused)} but never reaches it")
+    assert not wrong, "\n".join(wrong)

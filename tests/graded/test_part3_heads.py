@@ -336,6 +336,7 @@ def test_MultiHeadAttention_cache_chunk(hw):
 
 @pytest.mark.points(1)
 @pytest.mark.hidden
+@pytest.mark.uses(6)  # the KV cache
 def test_MultiHeadAttention_cache_without_mask(hw):
     """mask=None with a cache means no masking: a chunk of 3 tokens after 2 cached ones sees
     all 5 keys (it is causal only for a single new token). The chunk is a slice of a tensor

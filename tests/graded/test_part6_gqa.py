@@ -191,16 +191,19 @@ def test_kv_cache_append(hw):
     vs = [randn(2, 3, t, 4, seed=82 + t, device=hw.device) for t in (2, 3)]
     filled = 0
     for k_new, v_new in zip(ks, vs):
-        filled += k_new.shape[2]
+        before, filled = filled, filled + k_new.shape[2]
         k_all, v_all = cache.call("append", k_new, v_new)
+        length = cache.attr("length")
+        stuck = f"\n{LIKELY} append does not advance length" if length == before else ""
+        assert length == filled, (
+            f"KVCache.length is {length} after {filled} positions" + stuck
+        )
         k_seen = torch.cat(ks, dim=2)[:, :, :filled]
         v_seen = torch.cat(vs, dim=2)[:, :, :filled]
         assert_exact(k_all, k_seen, f"the keys append returns after {filled} positions")
         assert_exact(
             v_all, v_seen, f"the values append returns after {filled} positions"
         )
-        length = cache.attr("length")
-        assert length == filled, f"KVCache.length is {length} after {filled} positions"
     assert_exact(cache.attr("k")[:, :, :5], torch.cat(ks, dim=2), "KVCache.k[:, :, :5]")
     assert_exact(cache.attr("v")[:, :, :5], torch.cat(vs, dim=2), "KVCache.v[:, :, :5]")
 
