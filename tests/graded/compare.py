@@ -101,7 +101,7 @@ def assert_close(
             else Tolerance(0, 0)
         )
         problem = (
-            f"{what} is wrong: largest error {err.max().item():.3g} at index {where} "
+            f"{what}: wrong, largest error {err.max().item():.3g} at index {where} "
             f"(tolerance rtol={tol.rtol:g}, atol={tol.atol:g} for {expected.dtype})"
         )
     raise AssertionError(problem + diagnosis(actual, likely))
@@ -121,7 +121,7 @@ def assert_exact(
         int(i) for i in torch.unravel_index(differ.double().argmax(), differ.shape)
     )
     raise AssertionError(
-        f"{what} should be exactly right, but {count} of {actual.numel()} entries differ "
+        f"{what}: not exactly right, {count} of {actual.numel()} entries differ "
         f"(first at index {where})" + diagnosis(actual, likely)
     )
 
