@@ -84,6 +84,32 @@ REFUSED_CALLS = {
         "kcmp": 272,
     },
 }
+#: Calls the filter lets a worker make on itself only, per machine: (number, the arguments that
+#: name the target, each with the value that means "this process"). Another process of the same
+#: uid (the template, where workers share the grader's uid) would otherwise take on a worker's
+#: limits, priority or CPUs, and every worker forked after it with them.
+_PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
+_SELF = ((0, 0),)  # the pid is argument 0; 0 is the caller
+SELF_ONLY_CALLS = {
+    "x86_64": {
+        "prlimit64": (302, _SELF),
+        "setpriority": (141, ((0, _PRIO_PROCESS), (1, 0))),
+        "sched_setparam": (142, _SELF),
+        "sched_setscheduler": (144, _SELF),
+        "sched_setaffinity": (203, _SELF),
+        "sched_setattr": (314, _SELF),
+        "ioprio_set": (251, ((0, _IOPRIO_WHO_PROCESS), (1, 0))),
+    },
+    "aarch64": {
+        "prlimit64": (261, _SELF),
+        "setpriority": (140, ((0, _PRIO_PROCESS), (1, 0))),
+        "sched_setparam": (118, _SELF),
+        "sched_setscheduler": (119, _SELF),
+        "sched_setaffinity": (122, _SELF),
+        "sched_setattr": (274, _SELF),
+        "ioprio_set": (30, ((0, _IOPRIO_WHO_PROCESS), (1, 0))),
+    },
+}
 #: Per machine: its audit architecture, and the numbers of seccomp, clone, unshare and clone3.
 _FILTER_ABI = {
     "x86_64": (0xC000003E, 317, 56, 272, 435),
@@ -122,6 +148,13 @@ def _filter_program(machine: str) -> list[tuple[int, int, int, int]]:
         program += [(jge, 0, 1, _X32_BIT), (ret, 0, 0, refuse)]
     for number in REFUSED_CALLS[machine].values():
         program += [(jeq, 0, 1, number), (ret, 0, 0, refuse)]
+    # A call on itself only: each argument (its low word: they are C ints) must hold its value.
+    for number, conditions in SELF_ONLY_CALLS[machine].values():
+        program.append((jeq, 0, 2 * len(conditions) + 2, number))
+        for i, (argument, value) in enumerate(conditions):
+            later = len(conditions) - 1 - i
+            program += [(load, 0, 0, 16 + 8 * argument), (jeq, 0, 2 * later + 1, value)]
+        program += [(ret, 0, 0, allow), (ret, 0, 0, refuse)]
     program += [(jeq, 0, 1, clone3), (ret, 0, 0, absent)]
     # clone or unshare: refused when argument 0 (the flags; its low word) asks for CLONE_NEWUSER
     program += [(jeq, 1, 0, clone), (jeq, 0, 3, unshare), (load, 0, 0, 16)]
@@ -133,7 +166,8 @@ def refuse_kernel_entry_points() -> bool:
     """Install the worker's system-call filter (seccomp) on all its threads, for good; ``False``
     where this machine or kernel has none. It refuses what a user namespace (capabilities over
     mounts and networking) and a few rarely needed kernel interfaces offer an exploit of the
-    kernel, and the ways into another process of the same uid; student code needs none of it."""
+    kernel, and the ways into another process of the same uid or its limits, priority and
+    CPUs; student code needs none of it."""
     machine = platform.machine()
     if machine not in _FILTER_ABI:
         return False

@@ -325,6 +325,78 @@ def test_student_code_cannot_reach_user_namespaces_or_rare_kernel_interfaces(tmp
     assert found == {**refused, "clone3": errno.ENOSYS, "fork": 7}
 
 
+SELF_ONLY = """
+import ctypes
+import os
+import resource
+import signal
+
+
+def try_on_child_and_self(numbers):
+    \"\"\"Each call on a child of this process, then on this process: the errno (0: done).\"\"\"
+    libc = ctypes.CDLL(None, use_errno=True)
+    child = os.fork()
+    if child == 0:
+        try:
+            signal.pause()
+        finally:
+            os._exit(0)
+
+    def outcome(call):
+        try:
+            result = call()
+        except OSError as exc:
+            return exc.errno
+        return ctypes.get_errno() if result == -1 else 0
+
+    attr = (ctypes.c_uint32 * 12)(48)  # struct sched_attr: size 48, SCHED_OTHER, nice 0
+    io_best_effort = (2 << 13) | 4
+    calls = {
+        "prlimit64": lambda pid: resource.prlimit(pid, resource.RLIMIT_NOFILE),
+        "setpriority": lambda pid: os.setpriority(os.PRIO_PROCESS, pid, 0),
+        "sched_setparam": lambda pid: os.sched_setparam(pid, os.sched_param(0)),
+        "sched_setscheduler": lambda pid: os.sched_setscheduler(
+            pid, os.SCHED_OTHER, os.sched_param(0)
+        ),
+        "sched_setaffinity": lambda pid: os.sched_setaffinity(pid, os.sched_getaffinity(0)),
+        "sched_setattr": lambda pid: libc.syscall(numbers["sched_setattr"], pid, attr, 0),
+        "ioprio_set": lambda pid: libc.syscall(numbers["ioprio_set"], 1, pid, io_best_effort),
+    }
+    found = {
+        name: [outcome(lambda: call(child)), outcome(lambda: call(0))]
+        for name, call in calls.items()
+    }
+    found["setpriority(PRIO_USER)"] = outcome(lambda: os.setpriority(os.PRIO_USER, 0, 0))
+    found["ioprio_set(IOPRIO_WHO_USER)"] = outcome(
+        lambda: libc.syscall(numbers["ioprio_set"], 3, 0, io_best_effort)
+    )
+    os.kill(child, signal.SIGKILL)
+    os.waitpid(child, 0)
+    return found
+"""
+
+
+@pytest.mark.skipif(
+    platform.machine() not in confine.SELF_ONLY_CALLS,
+    reason="no system-call filter for this machine",
+)
+def test_student_code_changes_the_limits_priority_and_cpus_of_itself_only(tmp_path):
+    """Where workers share the grader's uid, one could otherwise give the template a CPU limit
+    of a second, or its lowest priority, and every later worker with it."""
+    numbers = {
+        name: number
+        for name, (number, _) in confine.SELF_ONLY_CALLS[platform.machine()].items()
+    }
+    with IsolatedSubmission(submission(tmp_path, masks=SELF_ONLY)) as hw:
+        found = hw.call("masks.try_on_child_and_self", numbers)
+    on_self = {name: [errno.EPERM, 0] for name in numbers}
+    assert found == {
+        **on_self,
+        "setpriority(PRIO_USER)": errno.EPERM,
+        "ioprio_set(IOPRIO_WHO_USER)": errno.EPERM,
+    }
+
+
 OTHER_PROCESSES = """
 import os
 import signal
