@@ -294,10 +294,18 @@ def worker_protections(bubblewrap: bool) -> list[str]:
     else:
         domain = "a Landlock domain per worker: no access to the memory of processes outside it"
     if os.geteuid() != 0:
+        if _take_hold_in_child([_private_namespaces_without_root])[0]:
+            scratch = (
+                "a user namespace per worker: private /tmp, /dev/shm and IPC, and (without "
+                "bubblewrap) the reference, tests and batch covered"
+            )
+        else:
+            scratch = "NO user namespaces: workers share /tmp, /dev/shm and IPC"
         return [
             limits,
             calls,
             domain,
+            scratch,
             "not running as root: every worker runs as your own user (no uid of its own)",
         ]
     notes = [
@@ -439,18 +447,59 @@ def _mount(
 
 def become_unprivileged(uid: int) -> None:
     """Become ``uid`` for good: no supplementary groups, no capabilities, none to gain."""
+    _empty_bounding_set()
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)  # empties the permitted and effective sets
+    _clear_capabilities()
+    if os.getuid() != uid:
+        raise OSError("could not drop privileges")
+
+
+def own_user_namespace() -> bool:
+    """Without root: a user namespace of this process's own that maps only its uid and gid, so
+    that it may take private mount and IPC namespaces (``private_scratch``) and cover secret
+    paths (``hide``) as a worker of root does. ``False`` where user namespaces are not allowed;
+    the capabilities it grants there must go (``drop_capabilities``) before student code runs."""
+    uid, gid = os.getuid(), os.getgid()
+    if _LIBC.unshare(_CLONE_NEWUSER) != 0:
+        return False
+    # Half made, the namespace would leave this process as nobody: it must not go on then.
+    maps = (
+        ("setgroups", "deny"),
+        ("uid_map", f"{uid} {uid} 1"),
+        ("gid_map", f"{gid} {gid} 1"),
+    )
+    for name, text in maps:
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
+    return True
+
+
+def _private_namespaces_without_root() -> bool:
+    return own_user_namespace() and _LIBC.unshare(_CLONE_NEWNS | _CLONE_NEWIPC) == 0
+
+
+def drop_capabilities() -> None:
+    """Keep this uid, give up every capability (a user namespace's own) for good."""
+    _empty_bounding_set()
+    _clear_capabilities()
+
+
+def _empty_bounding_set() -> None:
     for cap in range(
         64
     ):  # needs CAP_SETPCAP; beyond the last capability it fails, harmless
         _LIBC.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)  # empties the permitted and effective sets
+
+
+def _clear_capabilities() -> None:
+    """Empty the effective, permitted and inheritable sets; no_new_privs."""
     header = (ctypes.c_uint32 * 2)(_CAPABILITY_V3, 0)
-    if _LIBC.capset(header, (ctypes.c_uint32 * 6)()) != 0:  # and the inheritable one
-        raise OSError("could not clear the inheritable capabilities")
-    if _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or os.getuid() != uid:
-        raise OSError("could not drop privileges")
+    if _LIBC.capset(header, (ctypes.c_uint32 * 6)()) != 0:
+        raise OSError("could not clear the capabilities")
+    if _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError("could not set no_new_privs")
 
 
 def set_limits(limits, cuda: bool) -> None:

@@ -6,14 +6,16 @@ grading process (started by ``autograder.sandbox`` inside the bubblewrap boundar
 thread pool can hang) and never touches CUDA; it forks one worker per submission (and a fresh one
 after a worker died) and reports when a worker ends.
 
-Each worker, still privileged, first takes mount and IPC namespaces of its own with fresh,
-size-capped ``/tmp`` and ``/dev/shm`` (nothing a student leaves there, files or shared memory,
-outlives the worker or reaches the next one), makes its folder there and writes the
-submission's files into it (they arrive over its socket), then confines itself
-(``autograder.confine``: its own session, output to ``/dev/null``, a clean environment, a fresh
-uid chosen by the grading side with no capabilities, resource limits) before any student code
+Each worker, still privileged (as root, or without root in a user namespace of its own), first
+takes mount and IPC namespaces of its own with fresh, size-capped ``/tmp`` and ``/dev/shm``
+(nothing a student leaves there, files or shared memory, outlives the worker or reaches the
+next one), makes its folder there and writes the submission's files into it (they arrive over
+its socket), then confines itself (``autograder.confine``: its own session, output to
+``/dev/null``, a clean environment, a fresh uid chosen by the grading side (as root) and no
+capabilities, resource limits, a system-call filter, a Landlock domain) before any student code
 runs. Root never opens, changes or removes a path a worker could have written; a worker's
-processes are killed by a process running as its uid.
+processes are killed by a process running as its uid, and whatever escaped its group by the
+template.
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ def template_main(fd: int, optimizers: bool) -> None:
             for pid, uid in workers.items():
                 _end(pid, uid)
                 _remove_shared_folder(pid)
-            _kill_orphans({})
+            _kill_strays({})
             os._exit(0)
         try:
             message = json.loads(data)
@@ -161,7 +163,7 @@ def _reap(ctl: socket.socket, workers: dict[int, int | None], killed: set[int]) 
             if pid not in killed:  # it ended by itself: what it started may still run
                 _end(pid, uid)
             killed.discard(pid)
-            _kill_orphans(workers)
+            _kill_strays(workers)
             # Only a worker without a private /tmp (its folder is in the shared one) can have
             # left something there.
             if shared_folder(pid).is_dir():
@@ -198,25 +200,41 @@ def _end(pid: int, uid: int | None) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _kill_orphans(workers: dict) -> None:
-    """Kill what workers left behind: as a subreaper the template inherits their orphans, even
-    those that started a new session."""
-    # An orphan's own children become ours when it dies: a few rounds.
-    for _ in range(10):
-        me, orphans = str(os.getpid()), []
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit() and int(entry.name) not in workers:
-                with contextlib.suppress(OSError):
-                    stat_line = Path(f"/proc/{entry.name}/stat").read_text()
-                    if stat_line.rsplit(")", 1)[1].split()[1] == me:
-                        orphans.append(int(entry.name))
-        if not orphans:
-            return
-        for pid in orphans:
+def _kill_strays(workers: dict) -> None:
+    """Kill what ended workers left behind: every process below the template (as a subreaper it
+    inherits their orphans, even those that started a new session) but not below a live
+    worker, however deep their chain of parents. Each is stopped first and all are killed at the
+    end, so none can fork faster than they die."""
+    stopped: set[int] = set()
+    while strays := _strays(workers) - stopped:
+        for pid in strays:
             with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+                os.kill(pid, signal.SIGSTOP)
+        stopped |= strays
+    for pid in stopped:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in stopped:  # the template's own children among them; _reap takes the rest
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def _strays(workers: dict) -> set[int]:
+    """The processes below this one, not counting the live workers and what is below them."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat_line = Path(f"/proc/{entry.name}/stat").read_text()
+                parent = int(stat_line.rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry.name))
+    found, below = set(), [os.getpid()]
+    while below:
+        for pid in children.get(below.pop(), ()):
+            if pid not in workers and pid not in found:
+                found.add(pid)
+                below.append(pid)
+    return found
 
 
 def _clear_scratch(uid: int | None) -> None:
@@ -268,7 +286,11 @@ def _worker_main(
     try:
         limits = Limits(**config["limits"])
         device = torch.device(config["device"])
-        private = os.geteuid() == 0 and confine.private_scratch(
+        # Without root, a user namespace of its own gives the worker the same private scratch
+        # and covers (where user namespaces are allowed).
+        as_root = os.geteuid() == 0
+        namespaced = as_root or confine.own_user_namespace()
+        private = namespaced and confine.private_scratch(
             limits.tmp_bytes, limits.shm_bytes, needed
         )
         if config.get("cpu") is not None:  # the CPU of the thread it answers
@@ -284,10 +306,12 @@ def _worker_main(
             torch.set_num_interop_threads(1)
         if device.type == "cuda":
             torch.cuda.init()
-        if os.geteuid() == 0:
-            if config["hidden"]:
-                confine.hide(config["hidden"], root)
+        if namespaced and config["hidden"]:
+            confine.hide(config["hidden"], root)
+        if as_root:
             confine.become_unprivileged(config["uid"])
+        elif namespaced:
+            confine.drop_capabilities()
         confine.set_limits(limits, cuda=device.type == "cuda")
         for layer, available in zip(confine.KERNEL_LAYERS, layers, strict=True):
             if not layer() and available:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import importlib.util
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import boundary, confine, hangs, intake
+from autograder import boundary, confine, hangs, intake, template
 from autograder.points import PACKAGE
 from autograder.protocol import StudentError, expect_student_error
 from autograder.sandbox import IsolatedSubmission, Limits
@@ -395,6 +396,62 @@ def test_student_code_changes_the_limits_priority_and_cpus_of_itself_only(tmp_pa
         "setpriority(PRIO_USER)": errno.EPERM,
         "ioprio_set(IOPRIO_WHO_USER)": errno.EPERM,
     }
+
+
+def test_the_template_kills_what_an_ended_worker_left_however_deep():
+    """A worker leaves a chain of 40 processes, each the parent of the next in a session of
+    its own; once the worker has ended, the template (their subreaper) kills all of them."""
+    ready_r, ready_w = os.pipe()
+    result_r, result_w = os.pipe()
+    stand_in = os.fork()
+    if stand_in == 0:  # the template's part
+        found = "did not finish"
+        try:
+            confine.set_subreaper()
+            worker = os.fork()
+            if worker == 0:
+                for end in (
+                    result_r,
+                    result_w,
+                    ready_r,
+                ):  # a link left must not hold them
+                    os.close(end)
+                for depth in range(40):
+                    if os.fork():  # each link stays, parent of the next
+                        break
+                    os.setsid()
+                else:
+                    os.write(ready_w, b"x")  # the 40th link
+                    depth = 40
+                if depth == 0:
+                    os._exit(0)  # the worker ends
+                signal.pause()
+            os.waitpid(worker, 0)
+            os.read(ready_r, 1)
+            left = len(template._strays({}))
+            template._kill_strays({})
+            deadline = time.monotonic() + 60
+            while template._strays({}) and time.monotonic() < deadline:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(-1, os.WNOHANG)
+                time.sleep(0.01)
+            found = f"{left} left, {len(template._strays({}))} after"
+        finally:
+            os.write(result_w, found.encode())
+            for _ in range(50):  # whatever a failure left, one generation a round
+                for pid in template._strays({}):
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    while os.waitpid(-1, os.WNOHANG)[0]:
+                        pass
+                time.sleep(0.01)
+            os._exit(0)
+    os.close(result_w)
+    with os.fdopen(result_r) as f:
+        found = f.read()
+    os.waitpid(stand_in, 0)
+    assert found == "40 left, 0 after"
 
 
 OTHER_PROCESSES = """
