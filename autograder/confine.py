@@ -6,7 +6,7 @@ out: its own session (the template can kill the whole group), output to ``/dev/n
 cannot block or reach the protocol socket), no inherited environment, a fresh unprivileged uid
 per worker with an empty capability bounding set and ``no_new_privs`` (as root), resource
 limits, a system-call filter (``refuse_kernel_entry_points``) and a Landlock domain of its own
-(``keep_to_own_processes``). Without bubblewrap, as root, a private mount namespace also covers
+(``keep_to_itself``). Without bubblewrap, as root, a private mount namespace also covers
 the reference, the tests and the batch.
 ``worker_protections`` says which of these a run has.
 """
@@ -21,6 +21,7 @@ import platform
 import resource
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 #: Workers' uids start here; the grading side picks one per worker, unique on the host.
@@ -45,7 +46,7 @@ _MS_REMOUNT, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = (
 #: name them): every use of these calls, and clone or unshare asking for a new user namespace.
 #: The ptrace family matters where workers share the grader's uid (not root): none may reach
 #: into the template or another worker (``/proc/<pid>/mem``, which a filter cannot see, is
-#: ``keep_to_own_processes``'s). clone3 passes its flags in memory, where a filter cannot read
+#: ``keep_to_itself``'s). clone3 passes its flags in memory, where a filter cannot read
 #: them; it fails as if the kernel lacked it, and the C library then uses clone.
 REFUSED_CALLS = {
     "x86_64": {
@@ -184,12 +185,25 @@ def refuse_kernel_entry_points() -> bool:
     )
 
 
-#: Landlock's calls (one number on every machine) and what ``keep_to_own_processes`` asks of it.
-_LANDLOCK_CREATE_RULESET, _LANDLOCK_RESTRICT_SELF = 444, 446
-_LANDLOCK_CREATE_RULESET_VERSION = 1
-_LANDLOCK_ACCESS_FS_MAKE_CHAR, _LANDLOCK_ACCESS_FS_MAKE_BLOCK = 1 << 6, 1 << 11
+#: Landlock's calls (one number on every machine) and what ``keep_to_itself`` asks of it.
+_LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
+_LANDLOCK_CREATE_RULESET_VERSION, _LANDLOCK_RULE_PATH_BENEATH = 1, 1
 _LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, _LANDLOCK_SCOPE_SIGNAL = 1, 2
 _LANDLOCK_SCOPES_SINCE = 6  # the ABI version that brought scopes
+#: Writing a file, and making, removing, linking or renaming anything (Landlock's access bits:
+#: WRITE_FILE and REMOVE_DIR to MAKE_SYM in its first version, REFER in its second, TRUNCATE in
+#: its third); device nodes apart, as no worker may make them anywhere.
+_LANDLOCK_WRITE_FILE, _LANDLOCK_TRUNCATE = 1 << 1, 1 << 14
+_LANDLOCK_DEVICE_NODES = 1 << 6 | 1 << 11  # MAKE_CHAR, MAKE_BLOCK
+_LANDLOCK_WRITES = {
+    1: 1 << 1 | sum(1 << bit for bit in range(4, 13)),
+    2: 1 << 13,
+    3: _LANDLOCK_TRUNCATE,
+}
+#: Where a worker may write: its scratch (``tempfile.gettempdir()`` is added: the folder of a
+#: worker without a private ``/tmp``), and files such as ``/dev/null`` and a GPU's devices.
+SCRATCH_BENEATH = ("/tmp", "/dev/shm")
+DEVICES_BENEATH = "/dev"
 
 
 class _LandlockRulesetAttr(ctypes.Structure):
@@ -200,22 +214,29 @@ class _LandlockRulesetAttr(ctypes.Structure):
     ]
 
 
-def keep_to_own_processes() -> bool:
-    """Give this process a Landlock domain of its own, for good; ``False`` where the kernel has
-    no Landlock. Its threads and children then cannot trace or open the memory of any process
-    outside it (``/proc/<pid>/mem`` included, which no system-call filter sees), and, where the
-    kernel has scopes (Linux 6.12), cannot signal them or reach their abstract Unix sockets.
-    Workers that share the grader's uid (not root) need it most: without it one could rewrite
-    the template that forks the next students' workers.
+class _LandlockPathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
-    Landlock needs a handled access: the domain handles making device nodes, which a worker
-    cannot do anyway (no capabilities), and allows everything else."""
+
+def keep_to_itself() -> bool:
+    """Give this process a Landlock domain of its own, for good; ``False`` where the kernel has
+    no Landlock. Its threads and children then
+
+    - cannot trace or open the memory of any process outside it (``/proc/<pid>/mem`` included,
+      which no system-call filter sees), and, where the kernel has scopes (Linux 6.12), cannot
+      signal them or reach their abstract Unix sockets;
+    - write, make and remove files only in its scratch (``/tmp``, ``/dev/shm``) and write only
+      to devices besides: not to ``/proc`` (another process's settings, or the namespace's
+      ``pid_max``), nor to anything else its uid owns.
+
+    Workers that share the grader's uid (not root) need it most: without it one could rewrite
+    the template that forks the next students' workers, or the grader's own files."""
     version = _landlock_version()
     if version < 1:
         return False
-    attr = _LandlockRulesetAttr(
-        _LANDLOCK_ACCESS_FS_MAKE_CHAR | _LANDLOCK_ACCESS_FS_MAKE_BLOCK, 0, 0
-    )
+    writes = sum(bits for since, bits in _LANDLOCK_WRITES.items() if version >= since)
+    attr = _LandlockRulesetAttr(writes | _LANDLOCK_DEVICE_NODES, 0, 0)
     size = ctypes.sizeof(ctypes.c_uint64)  # what the first version knows of the struct
     if version >= _LANDLOCK_SCOPES_SINCE:
         attr.scoped = _LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | _LANDLOCK_SCOPE_SIGNAL
@@ -223,7 +244,13 @@ def keep_to_own_processes() -> bool:
     ruleset = _LIBC.syscall(_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), size, 0)
     if ruleset < 0:
         return False
+    device_writes = writes & (_LANDLOCK_WRITE_FILE | _LANDLOCK_TRUNCATE)
+    rules = [(path, writes) for path in (*SCRATCH_BENEATH, tempfile.gettempdir())]
+    rules.append((DEVICES_BENEATH, device_writes))
     try:
+        for path, allowed in rules:
+            if not _allow_beneath(ruleset, path, allowed):
+                return False
         # Like a filter, a domain needs no_new_privs (a worker keeps it anyway).
         return (
             _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
@@ -231,6 +258,26 @@ def keep_to_own_processes() -> bool:
         )
     finally:
         os.close(ruleset)
+
+
+def _allow_beneath(ruleset: int, path: str, allowed: int) -> bool:
+    """Add a rule: ``allowed`` beneath ``path`` (a path missing here needs none)."""
+    try:
+        folder = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return True
+    try:
+        rule = _LandlockPathBeneathAttr(allowed, folder)
+        added = _LIBC.syscall(
+            _LANDLOCK_ADD_RULE,
+            ruleset,
+            _LANDLOCK_RULE_PATH_BENEATH,
+            ctypes.byref(rule),
+            0,
+        )
+        return added == 0
+    finally:
+        os.close(folder)
 
 
 def landlock_scopes() -> bool:
@@ -246,7 +293,7 @@ def _landlock_version() -> int:
 
 
 #: The layers a worker puts on itself last, each a call that returns whether it took hold.
-KERNEL_LAYERS = (refuse_kernel_entry_points, keep_to_own_processes)
+KERNEL_LAYERS = (refuse_kernel_entry_points, keep_to_itself)
 
 
 def available_kernel_layers() -> tuple[bool, ...]:

@@ -82,6 +82,8 @@ class TemplateClient:
                     f"the sandbox's template refused: {reply['refused']}"
                 )
             if "spawned" in reply:
+                # An earlier worker's end with the same pid (reused) came before: not this one's.
+                self._ended.pop(reply["spawned"], None)
                 return reply["spawned"]
 
     def ready_optimizers(self) -> None:

@@ -454,6 +454,53 @@ def test_the_template_kills_what_an_ended_worker_left_however_deep():
     assert found == "40 left, 0 after"
 
 
+LANDLOCK = pytest.mark.skipif(
+    not confine.available_kernel_layers()[1], reason="no Landlock in this kernel"
+)
+
+
+WRITES = """
+import os
+
+
+def try_writes():
+    \"\"\"The errno of writing each file (0: written).\"\"\"
+    found = {}
+    targets = {
+        "/proc/self/comm": "mask",  # its own: still a setting of the kernel's
+        "/proc/sys/kernel/pid_max": "4194304",
+        "/tmp/scratch": "x",
+        "/dev/shm/scratch": "x",
+        "/dev/null": "x",
+    }
+    for path, text in targets.items():
+        try:
+            with open(path, "w") as f:
+                f.write(text)
+            found[path] = 0
+        except OSError as exc:
+            found[path] = exc.errno
+    os.mkfifo("/tmp/fifo")
+    os.rename("/tmp/scratch", "/tmp/moved")
+    return found
+"""
+
+
+@LANDLOCK
+def test_student_code_writes_only_its_scratch_and_devices(tmp_path):
+    """Not /proc: neither its own settings nor, where workers share the grader's uid, the
+    namespace's pid_max or the template's (the next workers')."""
+    with IsolatedSubmission(submission(tmp_path, masks=WRITES)) as hw:
+        found = hw.call("masks.try_writes")
+    assert found == {
+        "/proc/self/comm": errno.EACCES,
+        "/proc/sys/kernel/pid_max": errno.EACCES,
+        "/tmp/scratch": 0,
+        "/dev/shm/scratch": 0,
+        "/dev/null": 0,
+    }
+
+
 OTHER_PROCESSES = """
 import os
 import signal
@@ -505,9 +552,7 @@ def test_student_code_cannot_open_or_signal_processes_outside_its_worker(tmp_pat
     assert all(outcome == refused for outcome in found["others"].values()), found
 
 
-@pytest.mark.skipif(
-    not confine.available_kernel_layers()[1], reason="no Landlock in this kernel"
-)
+@LANDLOCK
 def test_a_landlock_domain_keeps_even_root_from_other_processes():
     """The layer on its own: as root (who may trace and signal anyone), a process in its domain
     can open the memory of its own children only; signals too, where the kernel scopes them."""
@@ -515,8 +560,25 @@ def test_a_landlock_domain_keeps_even_root_from_other_processes():
     if outside == 0:
         time.sleep(60)
         os._exit(0)
+
+    def reach():
+        child = os.fork()
+        if child == 0:
+            time.sleep(60)
+            os._exit(0)
+        found = {}
+        for name, target in (("outside", outside), ("own child", child)):
+            found[name] = [
+                _errno_of(
+                    lambda t=target: os.close(os.open(f"/proc/{t}/mem", os.O_RDONLY))
+                ),
+                _errno_of(lambda t=target: os.kill(t, 0)),
+            ]
+        os.kill(child, signal.SIGKILL)
+        return found
+
     try:
-        found = _in_a_domain(outside)
+        found = _in_a_domain(reach)
     finally:
         os.kill(outside, signal.SIGKILL)
         os.waitpid(outside, 0)
@@ -524,39 +586,52 @@ def test_a_landlock_domain_keeps_even_root_from_other_processes():
     assert found == {"outside": [errno.EACCES, signal_outside], "own child": [0, 0]}
 
 
-def _in_a_domain(outside: int) -> dict:
-    """What a forked process that took a domain of its own found, reaching ``outside`` and a
-    child of its own: errno of opening its memory and of signalling it (0: it worked)."""
+@LANDLOCK
+def test_a_landlock_domain_keeps_even_roots_writes_to_scratch_and_devices():
+    """The layer on its own, as root: files beneath ``/tmp`` and devices can be written, not a
+    folder elsewhere nor its own settings in ``/proc``."""
+    elsewhere = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    try:
+
+        def write(path: str):
+            return _errno_of(lambda: Path(path).write_text("x"))
+
+        found = _in_a_domain(
+            lambda: [
+                write(f"{tempfile.gettempdir()}/landlock-test-{os.getpid()}"),
+                write("/dev/null"),
+                write(str(elsewhere / "file")),
+                write("/proc/self/comm"),
+            ]
+        )
+    finally:
+        shutil.rmtree(elsewhere)
+    assert found == [0, 0, errno.EACCES, errno.EACCES]
+
+
+def _errno_of(action) -> int:
+    try:
+        action()
+    except OSError as exc:
+        return exc.errno
+    return 0
+
+
+def _in_a_domain(probe):
+    """What ``probe()`` returned (as JSON) in a forked process that took a domain of its own."""
     reader, writer = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
-            found = {"took hold": confine.keep_to_own_processes()}
-            child = os.fork()
-            if child == 0:
-                time.sleep(60)
-                os._exit(0)
-            for name, target in (("outside", outside), ("own child", child)):
-                found[name] = []
-                try:
-                    os.close(os.open(f"/proc/{target}/mem", os.O_RDONLY))
-                    found[name].append(0)
-                except OSError as exc:
-                    found[name].append(exc.errno)
-                try:
-                    os.kill(target, 0)
-                    found[name].append(0)
-                except OSError as exc:
-                    found[name].append(exc.errno)
-            os.kill(child, signal.SIGKILL)
-            os.write(writer, json.dumps(found).encode())
+            took_hold = confine.keep_to_itself()
+            os.write(writer, json.dumps([took_hold, probe()]).encode())
         finally:
             os._exit(0)
     os.close(writer)
     with os.fdopen(reader) as f:
-        found = json.loads(f.read() or "{}")
+        took_hold, found = json.loads(f.read() or "[false, null]")
     os.waitpid(pid, 0)
-    assert found.pop("took hold", False), found
+    assert took_hold, found
     return found
 
 
