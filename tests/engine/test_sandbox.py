@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import boundary, confine, hangs, intake, template
+from autograder import boundary, confine, hangs, intake, template, template_client
 from autograder.points import PACKAGE
 from autograder.protocol import StudentError, expect_student_error
 from autograder.sandbox import IsolatedSubmission, Limits
@@ -452,6 +452,19 @@ def test_the_template_kills_what_an_ended_worker_left_however_deep():
         found = f.read()
     os.waitpid(stand_in, 0)
     assert found == "40 left, 0 after"
+
+
+def test_a_new_worker_is_not_taken_for_an_earlier_one_with_the_same_pid():
+    """The template reports an ended worker, then a new one that got its pid (reused): the new
+    one has not ended."""
+    ours, template_side = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    client = template_client.TemplateClient.__new__(template_client.TemplateClient)
+    client.sock, client.dead, client._ended = ours, False, {}
+    with ours, template_side:
+        template_side.send(json.dumps({"ended": [300, 9]}).encode())
+        template_side.send(json.dumps({"spawned": 300}).encode())
+        assert client.spawn([], {}) == 300
+        assert client.status_of(300) is None
 
 
 LANDLOCK = pytest.mark.skipif(
