@@ -335,11 +335,14 @@ def worker_protections(bubblewrap: bool) -> list[str]:
             domain += ": a worker can open the memory of processes of your user"
     elif landlock_scopes():
         domain = (
-            "a Landlock domain per worker: no access to the memory of, signals to or abstract "
-            "sockets of processes outside it"
+            "a Landlock domain per worker: writes only to its scratch and devices, no access "
+            "to the memory of, signals to or abstract sockets of processes outside it"
         )
     else:
-        domain = "a Landlock domain per worker: no access to the memory of processes outside it"
+        domain = (
+            "a Landlock domain per worker: writes only to its scratch and devices, no access "
+            "to the memory of processes outside it"
+        )
     if os.geteuid() != 0:
         if _take_hold_in_child([_private_namespaces_without_root])[0]:
             scratch = (
