@@ -390,9 +390,9 @@ def test_student_code_changes_the_limits_priority_and_cpus_of_itself_only(tmp_pa
     }
     with IsolatedSubmission(submission(tmp_path, masks=SELF_ONLY)) as hw:
         found = hw.call("masks.try_on_child_and_self", numbers)
-    on_self = {name: [errno.EPERM, 0] for name in numbers}
+    child_then_self = {name: [errno.EPERM, 0] for name in numbers}
     assert found == {
-        **on_self,
+        **child_then_self,
         "setpriority(PRIO_USER)": errno.EPERM,
         "ioprio_set(IOPRIO_WHO_USER)": errno.EPERM,
     }
