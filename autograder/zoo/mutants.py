@@ -382,6 +382,16 @@ CATALOGUE: tuple[Mutant, ...] = (
         "overflowing append wrote",
     ),
     single(
+        "rope-on-values",
+        "gqa.py",
+        "        k = apply_rope(k, positions, self.rope_base)\n",
+        """        k = apply_rope(k, positions, self.rope_base)
+        v = apply_rope(v, positions, self.rope_base)
+""",
+        6,
+        "RoPE rotates the values too",
+    ),
+    single(
         "cache-length-not-advanced",
         "gqa.py",
         """        self.length += t
