@@ -548,18 +548,24 @@ def oracle_logits(state, idx, n_heads, positions=None, allowed=None, final_norm=
 def oracle_greedy(state, prompt, n_new, n_heads, feed="correct"):
     """Greedy ids (prompt first) of the oracle; ``feed`` reproduces a cache bug:
     ``"restart"`` feeds each new token at position 0, ``"refeed"`` appends the whole
-    sequence to the caches at every step."""
+    sequence to the caches at every step, ``"mask-without-offset"`` lets each new token see
+    the first key only (a causal mask that puts a lone query at position 0)."""
     ids, fed, p = prompt.tolist(), [], len(prompt)
     for _ in range(n_new):
-        if feed == "correct":
+        allowed = None
+        if feed in ("correct", "mask-without-offset"):
             tokens, pos = ids, list(range(len(ids)))
         elif feed == "restart":
             tokens, pos = ids, list(range(p)) + [0] * (len(ids) - p)
         else:
             fed = fed + ids
             tokens, pos = fed, list(range(len(fed)))
+        if feed == "mask-without-offset":
+            allowed = torch.ones(len(ids), len(ids), dtype=torch.bool).tril()
+            allowed[p:] = False
+            allowed[p:, 0] = True
         idx = torch.tensor([tokens], device=prompt.device)
-        logits = oracle_logits(state, idx, n_heads, positions=torch.tensor(pos))[0, -1]
+        logits = oracle_logits(state, idx, n_heads, torch.tensor(pos), allowed)[0, -1]
         logits[PAD] = -math.inf
         ids.append(int(logits.argmax()))
     return torch.tensor(ids, device=prompt.device)

@@ -44,6 +44,7 @@ POS_RESTART = (
     "positions restart at 0 in each chunk instead of continuing from the cache"
 )
 CHUNK_UNMASKED = "no causal mask inside a chunk fed through the caches"
+MASK_NO_OFFSET = "a new token sees only the first position: the causal mask ignores the cache's offset"
 REFEED = "cached generation re-feeds the whole sequence, not only the newest token"
 HARD_128 = "a size hard-coded to 128 (mask, position table, cache) instead of max_len"
 NO_CHECK = "max_len not checked (or checked against a hard-coded 128)"
