@@ -81,16 +81,8 @@ def test_every_graded_test_declares_each_part_it_reaches(tmp_path):
     student to fix this one first. Each test's reach is recorded from the graded suite run on
     the reference (``tests/engine/reached_parts.py``)."""
     found = tmp_path / "reached.json"
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "tests/graded",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-    ]
-    command += ["-p", "tests.engine.reached_parts"]
+    plugins = ["-p", "no:cacheprovider", "-p", "tests.engine.reached_parts"]
+    command = [sys.executable, "-m", "pytest", "tests/graded", "-q", *plugins]
     env = {**os.environ, "REACHED_PARTS": str(found)}
     Run(command, REPO, tmp_path / "suite.log", env).output()
     tests = json.loads(found.read_text())
