@@ -410,11 +410,8 @@ def test_the_template_kills_what_an_ended_worker_left_however_deep():
             confine.set_subreaper()
             worker = os.fork()
             if worker == 0:
-                for end in (
-                    result_r,
-                    result_w,
-                    ready_r,
-                ):  # a link left must not hold them
+                # A link left behind must not hold the test's pipes open.
+                for end in (result_r, result_w, ready_r):
                     os.close(end)
                 for depth in range(40):
                     if os.fork():  # each link stays, parent of the next
