@@ -1,13 +1,15 @@
 """Forbidden library calls (SPEC.md), found statically in a submission's source.
 
-The scan reads every student file and resolves names before it judges them: what each name,
-``self.<attribute>`` and module attribute can be bound to anywhere in the file (aliases, imports
-of another student file, ``self = torch``), what a dynamic import or attribute reaches when its
+The scan reads every student file and resolves names before it judges them: what each name can
+be bound to in the scope Python looks it up in (a function's locals, enclosing functions, the
+module; ``global`` and ``nonlocal`` obeyed), and what ``self.<attribute>`` and a module attribute
+can be bound to anywhere in the file (aliases, imports of another student file, ``self = torch``), what a dynamic import or attribute reaches when its
 target is a constant (``__import__("warnings")``, ``getattr(torch, "softmax")``,
 ``sys.modules["torch"]``). A use is an attribute access or imported name that reaches the library
 function, called at once or bound to a name first, here or in another student file. Names that
 resolve only to the student's own package (``attention.softmax(...)``, ``self.softmax``) never
-count, nor do comments and strings. What the scan cannot resolve (a computed attribute name, a
+count, nor do comments and strings, nor a library class named only for ``isinstance`` or
+``issubclass`` to test against. What the scan cannot resolve (a computed attribute name, a
 function's globals or closure cells, code built from strings) is refused as an evasion in the
 files that have a forbidden list; the run-time watch (``autograder.tripwire``) covers the rest.
 """
@@ -179,8 +181,29 @@ _BINDERS = (
 )
 
 
+#: The nodes whose body is a scope of its own for the names bound in it.
+_SCOPES = (
+    ast.Module,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.Lambda,
+    ast.ClassDef,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+#: The nodes that make a name local to a scope, or declare it another scope's.
+_NAME_BINDERS = frozenset(
+    {ast.Name, ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef}
+    | {ast.ClassDef, ast.arg, ast.ExceptHandler, ast.Global, ast.Nonlocal}
+)
+
+
 class _Module:
-    """One student file: its syntax tree and what each of its names may be bound to."""
+    """One student file: its syntax tree and what each of its names may be bound to, scope by
+    scope (a function's local ``norm`` is not the module ``norm`` another function uses)."""
 
     def __init__(self, package: _Package, filename: str, source: str):
         self.package, self.filename = package, filename
@@ -188,7 +211,9 @@ class _Module:
             self.tree = parse(source)
         except (SyntaxError, ValueError):
             self.tree = ast.Module(body=[], type_ignores=[])
-        self.bindings: dict[str, set[tuple[str, str]]] = {}
+        #: (scope, name) -> values; ``self.<attribute>`` -> values, for the whole file.
+        self.bindings: dict[tuple[ast.AST, str], set[tuple[str, str]]] = {}
+        self.attributes: dict[str, set[tuple[str, str]]] = {}
         # One walk of the tree, kept: the binding rounds and the judging read its nodes again
         # (walking anew each time cost most of a scan).
         self.nodes: list[ast.AST] = []
@@ -201,36 +226,130 @@ class _Module:
                 self.parents[child] = node
                 todo.append(child)
         self.binders = [n for n in self.nodes if isinstance(n, _BINDERS)]
+        self._scope_cache: dict[ast.AST, ast.AST] = {}
+        self.local_names, self.declared = self._scope_names()
+        self._homes: dict[tuple[ast.AST, str], ast.AST | None] = {}
 
-    # Collecting bindings (all scopes together: a name bound anywhere may be that value) ------
+    # Scopes, as Python's compiler sees them ----------------------------------------------------
+    def scope_of(self, node: ast.AST) -> ast.AST:
+        """The scope ``node`` is evaluated in. A function's decorators, defaults and annotations
+        belong to the scope around it, as does a comprehension's first iterable."""
+        if node in self._scope_cache:
+            return self._scope_cache[node]
+        child, grandchild, parent = node, None, self.parents.get(node)
+        while parent is not None:
+            if isinstance(parent, ast.Module):
+                break
+            if isinstance(
+                parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            ):
+                if child in parent.body:
+                    break
+            elif isinstance(parent, ast.Lambda):
+                if child is parent.body:
+                    break
+            elif isinstance(parent, _COMPREHENSIONS):
+                first = parent.generators[0]
+                if not (child is first and grandchild is first.iter):
+                    break
+            child, grandchild, parent = parent, child, self.parents.get(parent)
+        scope = self.tree if parent is None else parent
+        self._scope_cache[node] = scope
+        return scope
+
+    def _scope_names(self):
+        """The names each scope binds, and those it declares ``global`` or ``nonlocal``."""
+        local_names: dict[ast.AST, set[str]] = {}
+        declared: dict[ast.AST, dict[str, str]] = {}
+
+        def bound(scope, name):
+            local_names.setdefault(scope, set()).add(name)
+
+        for node in self.nodes:
+            kind = type(node)
+            if kind not in _NAME_BINDERS:
+                continue
+            if kind is ast.Name:
+                if type(node.ctx) is ast.Load:
+                    continue
+                scope = self.scope_of(node)
+                if isinstance(self.parents.get(node), ast.NamedExpr):
+                    scope = self._outside_comprehensions(scope)
+                bound(scope, node.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for a in node.names:
+                    if a.name != "*":
+                        bound(self.scope_of(node), a.asname or a.name.split(".")[0])
+            elif isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            ):
+                bound(self.scope_of(node), node.name)
+            elif isinstance(node, ast.arg):
+                bound(self.parents[self.parents[node]], node.arg)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                bound(self.scope_of(node), node.name)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                how = "global" if kind is ast.Global else "nonlocal"
+                for name in node.names:
+                    declared.setdefault(self.scope_of(node), {})[name] = how
+        return local_names, declared
+
+    def _outside_comprehensions(self, scope: ast.AST) -> ast.AST:
+        """Where an assignment expression in a comprehension binds (PEP 572)."""
+        while isinstance(scope, _COMPREHENSIONS):
+            scope = self.scope_of(scope)
+        return scope
+
+    def home(self, scope: ast.AST, name: str) -> ast.AST | None:
+        """The scope whose binding of ``name`` a use in ``scope`` reads (and an assignment
+        there writes), or None: a builtin or an unbound name. Class bodies are not seen from
+        the functions inside them."""
+        key = (scope, name)
+        if key not in self._homes:
+            self._homes[key] = self._find_home(scope, name)
+        return self._homes[key]
+
+    def _find_home(self, scope: ast.AST, name: str) -> ast.AST | None:
+        kind = self.declared.get(scope, {}).get(name)
+        if kind == "global":
+            return self.tree
+        if kind is None and name in self.local_names.get(scope, ()):
+            return scope
+        while scope is not self.tree:
+            scope = self.scope_of(scope)
+            if isinstance(scope, ast.ClassDef):
+                continue
+            if name in self.declared.get(scope, {}) or name in self.local_names.get(
+                scope, ()
+            ):
+                return self.home(scope, name)
+        return None
+
+    # Collecting bindings --------------------------------------------------------------------
     def bind_all(self) -> bool:
         """One round of collection; True when something new was learned."""
-        before = sum(len(v) for v in self.bindings.values())
+        before = self._learned()
         for node in self.binders:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
-                        self._bind(a.asname, self._module_value(a.name))
+                        self._bind(node, a.asname, self._module_value(a.name))
                     else:  # import torch.nn.functional binds torch
                         top = a.name.split(".")[0]
-                        self._bind(top, self._module_value(top))
+                        self._bind(node, top, self._module_value(top))
             elif isinstance(node, ast.ImportFrom):
                 for a in node.names:
                     if a.name != "*":
-                        self._bind(a.asname or a.name, self._imported(node, a.name))
+                        name = a.asname or a.name
+                        self._bind(node, name, self._imported(node, a.name))
             elif isinstance(
                 node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
             ):
-                self._bind(node.name, {("own", self._own(node.name))})
+                self._bind(node, node.name, {("own", self._own(node.name))})
                 if not isinstance(node, ast.ClassDef):
-                    for arg in ast.walk(node.args):
-                        if isinstance(arg, ast.arg):
-                            own = arg.arg in ("self", "cls")
-                            self._bind(arg.arg, {("own", "self")} if own else {OPAQUE})
+                    self._bind_arguments(node, own_self=True)
             elif isinstance(node, ast.Lambda):
-                for arg in ast.walk(node.args):
-                    if isinstance(arg, ast.arg):
-                        self._bind(arg.arg, {OPAQUE})
+                self._bind_arguments(node, own_self=False)
             elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
                 targets = (
                     node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -245,11 +364,46 @@ class _Module:
             elif isinstance(node, ast.AugAssign):
                 self._assign_opaque(node.target)
             elif isinstance(node, ast.ExceptHandler) and node.name:
-                self._bind(node.name, {OPAQUE})
-        return sum(len(v) for v in self.bindings.values()) != before
+                self._bind(node, node.name, {OPAQUE})
+        return self._learned() != before
 
-    def _bind(self, name: str, values) -> None:
-        self.bindings.setdefault(name, set()).update(values)
+    def _learned(self) -> int:
+        return sum(map(len, self.bindings.values())) + sum(
+            map(len, self.attributes.values())
+        )
+
+    def _bind_arguments(self, function: ast.AST, own_self: bool) -> None:
+        """A function's parameters, bound in its own scope (``self`` and ``cls`` of a def are
+        the student's own object)."""
+        args = function.args
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+            own = own_self and arg.arg in ("self", "cls")
+            self._bind_in(function, arg.arg, {("own", "self")} if own else {OPAQUE})
+        for arg in (args.vararg, args.kwarg):
+            if arg is not None:
+                self._bind_in(function, arg.arg, {OPAQUE})
+
+    def _bind(self, where: ast.AST, name: str, values) -> None:
+        """Bind ``name`` as the statement or target ``where`` does, in its scope."""
+        scope = self.scope_of(where)
+        if isinstance(where, ast.Name) and isinstance(
+            self.parents.get(where), ast.NamedExpr
+        ):
+            scope = self._outside_comprehensions(scope)
+        self._bind_in(scope, name, values)
+
+    def _bind_in(self, scope: ast.AST, name: str, values) -> None:
+        key = (self.home(scope, name) or scope, name)
+        self.bindings.setdefault(key, set()).update(values)
+        if key[0] is scope and isinstance(scope, ast.ClassDef):
+            self._bind_attribute(name, values)  # a class attribute is also self.<name>
+
+    def _bind_attribute(self, attr: str, values) -> None:
+        self.attributes.setdefault(attr, set()).update(values)
+
+    def module_binding(self, name: str) -> set[tuple[str, str]] | None:
+        """What the module attribute ``name`` may be bound to."""
+        return self.bindings.get((self.tree, name))
 
     def _assign(self, target: ast.AST, value: ast.AST) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -261,20 +415,20 @@ class _Module:
             else:
                 self._assign_opaque(target)
         elif isinstance(target, ast.Name):
-            self._bind(target.id, self.resolve(value))
+            self._bind(target, target.id, self.resolve(value))
         elif isinstance(target, ast.Attribute) and self._is_self(target.value):
-            self._bind("self." + target.attr, self.resolve(value))
+            self._bind_attribute(target.attr, self.resolve(value))
 
     def _assign_opaque(self, target: ast.AST) -> None:
         for node in ast.walk(target):
             if isinstance(node, ast.Name):
-                self._bind(node.id, {OPAQUE})
+                self._bind(node, node.id, {OPAQUE})
             elif isinstance(node, ast.Attribute) and self._is_self(node.value):
-                self._bind("self." + node.attr, {OPAQUE})
+                self._bind_attribute(node.attr, {OPAQUE})
 
     def _is_self(self, node: ast.AST) -> bool:
-        return isinstance(node, ast.Name) and ("own", "self") in self.bindings.get(
-            node.id, ()
+        return isinstance(node, ast.Name) and ("own", "self") in (
+            self._name_value(node) or ()
         )
 
     def _own(self, name: str) -> str:
@@ -300,8 +454,9 @@ class _Module:
     # Resolving an expression -----------------------------------------------------------------
     def resolve(self, node: ast.AST) -> set[tuple[str, str]]:
         if isinstance(node, ast.Name):
-            if node.id in self.bindings:
-                return self.bindings[node.id]
+            values = self._name_value(node)
+            if values is not None:
+                return values
             return (
                 {("own", "self")}
                 if node.id in ("self", "cls")
@@ -320,6 +475,12 @@ class _Module:
         if isinstance(node, ast.BoolOp):
             return set().union(*(self.resolve(v) for v in node.values))
         return {OPAQUE}
+
+    def _name_value(self, node: ast.Name) -> set[tuple[str, str]] | None:
+        """What a use of a name may be, from the scope Python reads it in; None when no scope
+        binds it (a builtin)."""
+        home = self.home(self.scope_of(node), node.id)
+        return None if home is None else self.bindings.get((home, node.id), set())
 
     def _hidden(self, node: ast.AST) -> set[tuple[str, str]]:
         return {("hidden", f"{self.filename}:{node.lineno}")}
@@ -416,7 +577,11 @@ class _Module:
                 if node.attr in TAMPER_ATTRIBUTES:
                     if not self._resolved_namespace(node):
                         add(node, _snippet(node), evasion=True)
-                elif node.attr in forbidden and not _all_own(self.resolve(node.value)):
+                elif (
+                    node.attr in forbidden
+                    and not _all_own(self.resolve(node.value))
+                    and not self._type_tested(node)
+                ):
                     add(node, ast.unparse(node))
                 elif _all_own(base := self.resolve(node.value)):
                     self._judge_own(add, node, base, node.attr, forbidden)
@@ -449,6 +614,23 @@ class _Module:
                 ):
                     add(node, _snippet(node))
         return sorted(set(found), key=lambda v: (v.line, v.call))
+
+    def _type_tested(self, node: ast.Attribute) -> bool:
+        """``node`` is the class (or one of a tuple of classes) that the builtin ``isinstance``
+        or ``issubclass`` tests against: named, never called."""
+        parent = self.parents.get(node)
+        if isinstance(parent, ast.Tuple):
+            node, parent = parent, self.parents.get(parent)
+        return (
+            isinstance(parent, ast.Call)
+            and len(parent.args) == 2
+            and parent.args[1] is node
+            and not parent.keywords
+            and (
+                _is_builtin_call(parent, "isinstance", self)
+                or _is_builtin_call(parent, "issubclass", self)
+            )
+        )
 
     def _judge_call(self, add, node: ast.Call, forbidden) -> None:
         target = self.dynamic_target(node)
@@ -524,14 +706,14 @@ class _Package:
                 out.add(("lib", f"{where}.{attr}"))
             elif kind in ("own", "globals"):
                 if kind == "own" and where == "self":
-                    bound = module.bindings.get("self." + attr) if module else None
+                    bound = module.attributes.get(attr) if module else None
                     out |= bound or {("own", f"self.{attr}")}
                     continue
                 name = where.split(".")[0] if kind == "globals" else where
                 if name == PACKAGE:
                     out.add(("own", attr))
                 elif name in self.modules and (
-                    bound := self.modules[name].bindings.get(attr)
+                    bound := self.modules[name].module_binding(attr)
                 ):
                     out |= bound
                 else:

@@ -50,6 +50,26 @@ HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
         "f = torch.softmax.__wrapped__",
         "f = eval('torch.soft' + 'max')",
         "from autograder import tripwire",
+        # Scopes: a local alias, an enclosing function's, a global or nonlocal rebinding.
+        "def f(x):\n    t = torch\n    return t.softmax(x, -1)",
+        (
+            "from transformer_hw import attention as a\ndef f(x):\n    a = torch\n"
+            "    def g():\n        return a.softmax(x, -1)\n    return g()"
+        ),
+        (
+            "from transformer_hw import attention as a\ndef f():\n    global a\n"
+            "    a = torch\ndef g(x):\n    return a.softmax(x, -1)"
+        ),
+        (
+            "from transformer_hw import attention as a\ndef f(x):\n    b = a\n"
+            "    def g():\n        nonlocal b\n        b = torch\n    g()\n"
+            "    return b.softmax(x, -1)"
+        ),
+        "class C:\n    a = torch\n    def g(self, x):\n        return self.a.softmax(x)",
+        # A class tested against is named, never called, but only by the builtins.
+        "def isinstance(a, b):\n    return b(4, 2)\nm = isinstance(x, nn.MultiheadAttention)",
+        "ok = isinstance(nn.MultiheadAttention, type)",
+        "ok = isinstance(x, [nn.MultiheadAttention][0])",
     ],
 )
 def test_forbidden_uses_are_found(line):
@@ -72,6 +92,22 @@ def test_forbidden_uses_are_found(line):
         "import sys\nm = sys.modules['torch'].exp",
         "import sys\nm = sys.modules['torch']",
         "f = getattr(torch, 'exp')",
+        # A local name in one function is not the module name another function uses.
+        (
+            "from transformer_hw import attention\ndef f(q, k, v):\n"
+            "    return attention.scaled_dot_product_attention(q, k, v)\n"
+            "def g(x):\n    attention = x.softmax_like()\n    return attention"
+        ),
+        (
+            "from transformer_hw import attention as a\nclass C:\n    a = torch\n"
+            "    def g(self, x):\n        return a.softmax(x)"
+        ),
+        (
+            "from transformer_hw import attention\ny = [attention for attention in xs]\n"
+            "z = attention.softmax(x)"
+        ),
+        "ok = isinstance(m, nn.MultiheadAttention)",
+        "ok = issubclass(C, (nn.Softmax, nn.Linear))",
     ],
 )
 def test_own_code_comments_and_strings_are_not(line):

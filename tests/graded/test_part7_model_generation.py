@@ -10,7 +10,6 @@ import torch.nn.functional as F
 
 from tests.graded.answers import (
     batch_oracle,
-    ce,
     encode,
     oracle_greedy,
     oracle_logits,
@@ -110,24 +109,25 @@ def test_charlm_forward_matches_oracle(hw):
 
 @pytest.mark.hidden
 @pytest.mark.points(1)
-def test_charlm_initial_loss_near_log_vocab(hw):
-    """A freshly initialized model is nearly uniform: loss within 0.5 of log V. Its
-    defaults n_heads=2 and make_caches(batch=1) hold.
+def test_charlm_defaults(hw):
+    """A CharLM built from its vocabulary size alone predicts: finite logits of shape
+    (B, T, V). Its defaults n_heads=2 and make_caches(batch=1) hold.
 
-    Why 0.5: with PyTorch's default init the head sees ln_f's unit-variance output
-    through weights of variance 1/(3 d_model), so each logit has variance about 1/3,
-    and the expected cross-entropy of such logits is about log V + 1/6. Small inits
-    (normal 0.02) give about log V. The reference lands 0.005-0.24 above log V over 30
-    seeds.
+    How it initializes its weights is the student's choice (SPEC.md fixes names and shapes
+    only), so its starting loss is not graded: with Xavier's init it starts about 1 above
+    log V, with PyTorch's default about 0.2 above, and both train as they should.
     """
     vocab = len(CHARS) + 1
     hw.seed(0)
     m = hw.build("charlm.CharLM", vocab, to={"device": hw.device})
-    inputs, targets = batch_oracle([encode(f"\n{n}\n") for n in NAMES[:8]], PAD)
-    loss = ce(m(inputs.to(hw.device)), targets.to(hw.device), "mean").item()
-    assert abs(loss - math.log(vocab)) < 0.5, (
-        f"a fresh CharLM({vocab}) has loss {loss:.3f} on 8 names; expected within "
-        f"0.5 of log V = {math.log(vocab):.3f} (near-uniform predictions)"
+    inputs, _ = batch_oracle([encode(f"\n{n}\n") for n in NAMES[:8]], PAD)
+    logits = m(inputs.to(hw.device))
+    assert tuple(logits.shape) == (*inputs.shape, vocab), (
+        f"a fresh CharLM({vocab}) gave logits of shape {tuple(logits.shape)} for inputs "
+        f"of shape {tuple(inputs.shape)}, expected {(*inputs.shape, vocab)}"
+    )
+    assert torch.isfinite(logits).all(), (
+        f"a fresh CharLM({vocab}) gave non-finite logits for 8 names"
     )
     # The defaults the state dict cannot show: n_heads=2, make_caches(batch=1).
     heads = m.attr("blocks").call("__getitem__", 1).attr("attn").attr("n_heads")
