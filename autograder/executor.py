@@ -99,6 +99,8 @@ class Executor:
             return tripwire.probe(str(self.root / PACKAGE), *args)
         if op == "checked":
             return self._checked(target, name, args, kwargs)
+        if op == "gradients":
+            return self._gradients(target, name, args, kwargs)
         obj = self._objects[target.id]
         if op == "method":
             return getattr(obj, name)(*args, **kwargs)
@@ -133,6 +135,45 @@ class Executor:
             if not same(sent, seen)
         ]
         return value, changed
+
+    def _gradients(self, target, name, args, kwargs):
+        """Call (``method`` with a target) with every floating-point tensor argument made a
+        leaf that requires grad, and back-propagate ``upstream`` (the first argument) from the
+        result (its first element when a tuple). ``{"inputs": {label: grad}, "parameters":
+        {name: grad}}``, the target's parameters by name, ``None`` where nothing flowed.
+
+        SPEC.md's layers are differentiable functions of their inputs and parameters: only
+        a gradient taken next to the student code shows a ``detach`` or a buffer in their
+        place.
+        """
+        upstream, *args = args
+        inputs = [
+            (label, t.requires_grad_())
+            for label, t in tensors_in(args, kwargs)
+            if t.is_floating_point() and t.is_leaf
+        ]
+        parameters = (
+            dict(self._objects[target.id].named_parameters())
+            if target is not None
+            else {}
+        )
+        with torch.enable_grad():
+            value = self._dispatch(
+                "call" if target is None else "method", target, name, args, kwargs
+            )
+            out = value[0] if isinstance(value, tuple) else value
+            if not isinstance(out, torch.Tensor):
+                raise TypeError(f"{name} returned {type(out).__name__}, not a tensor")
+            wrt = [t for _, t in inputs] + list(parameters.values())
+            grads = [None] * len(wrt)
+            if out.requires_grad and wrt:
+                grads = torch.autograd.grad(
+                    out, wrt, upstream.to(out), allow_unused=True
+                )
+        return {
+            "inputs": {label: g for (label, _), g in zip(inputs, grads)},
+            "parameters": dict(zip(parameters, grads[len(inputs) :])),
+        }
 
     def _resolve(self, name: str):
         module_name, _, attr = name.rpartition(".")

@@ -104,6 +104,13 @@ class Handle:
         ``Submission.checked_call``)."""
         return self._submission.request("checked", self, method, *args, **kwargs)
 
+    def gradients(self, method: str, *args, upstream: torch.Tensor, **kwargs) -> dict:
+        """The gradients of ``method``'s result with respect to its floating-point tensor
+        arguments and this object's parameters (see ``Submission.gradients``)."""
+        return self._submission.request(
+            "gradients", self, method, upstream, *args, **kwargs
+        )
+
     def load_state(self, state: dict[str, torch.Tensor]) -> None:
         self._submission.request("load_state", self, None, state)
 
@@ -150,6 +157,13 @@ class Submission:
         ``"mask"``) whose values the call modified in place.
         """
         return self.request("checked", None, name, *args, **kwargs)
+
+    def gradients(self, name: str, *args, upstream: torch.Tensor, **kwargs) -> dict:
+        """Call ``name`` and back-propagate ``upstream`` from its result (the first element
+        of a tuple): ``{"inputs": {"args[0]": grad, ...}, "parameters": {}}``, a gradient per
+        floating-point tensor argument (labelled as ``checked_call`` labels them), ``None``
+        where none flowed. (A module's method adds its parameters by name.)"""
+        return self.request("gradients", None, name, upstream, *args, **kwargs)
 
     def seed(self, seed: int) -> None:
         self.request("seed", None, None, seed)

@@ -147,6 +147,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         1,
         "in-place operation on an argument",
     ),
+    single(
+        "attention-detaches-weights",
+        "attention.py",
+        "    return weights @ v, weights  # (..., Tq, d_v), (..., Tq, Tk)\n",
+        "    return weights.detach() @ v, weights  # (..., Tq, d_v), (..., Tq, Tk)\n",
+        1,
+        "cuts the computation off",
+    ),
     # Part 2 -----------------------------------------------------------------------------------
     single(
         "causal-hides-diagonal",
@@ -316,6 +324,22 @@ CATALOGUE: tuple[Mutant, ...] = (
         "        return x.div_(rms) * self.weight\n",
         5,
         "in-place operation on an argument",
+    ),
+    single(
+        "rmsnorm-detaches-rms",
+        "norm.py",
+        "        return x / rms * self.weight\n",
+        "        return x / rms.detach() * self.weight\n",
+        5,
+        "the gradient is not",
+    ),
+    single(
+        "layernorm-bias-buffer",
+        "norm.py",
+        "        self.bias = nn.Parameter(torch.zeros(d))\n",
+        '        self.register_buffer("bias", torch.zeros(d))\n',
+        5,
+        "make it an nn.Parameter",
     ),
     single(
         "block-mask-none-is-causal",

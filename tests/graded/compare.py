@@ -107,6 +107,37 @@ def assert_close(
     raise AssertionError(problem + diagnosis(actual, likely))
 
 
+def assert_gradients(got: dict, expected: dict, what: str, of: str = "input") -> None:
+    """Each expected gradient by its label (``Submission.gradients``' ``inputs`` or
+    ``parameters``) is there and close. The forward pass already matched, so a missing or
+    different gradient means the computation was cut or bent on the way back."""
+    for label, value in expected.items():
+        if label not in got:
+            raise AssertionError(
+                f"{what}: {label!r} is not a parameter, so it gets no gradient and never "
+                f"trains\n{LIKELY} {label} kept as a buffer or a plain tensor; make it an "
+                "nn.Parameter"
+            )
+        if got[label] is None:
+            raise AssertionError(
+                f"{what}: no gradient reaches the {of} {label}\n{LIKELY} a .detach(), "
+                "torch.no_grad() or a tensor built anew (torch.tensor(...)) cuts the "
+                "computation off from it"
+            )
+        try:
+            assert_close(
+                got[label],
+                value.to(got[label].device),
+                f"{what}: the gradient with respect to the {of} {label}",
+            )
+        except AssertionError as wrong:
+            raise AssertionError(
+                f"{wrong}\n{LIKELY} the values are right but the gradient is not: an "
+                "intermediate (a statistic, the weights) is .detach()ed or computed "
+                "outside autograd"
+            ) from None
+
+
 def assert_exact(
     actual, expected: torch.Tensor, what: str, likely: Suspects = ()
 ) -> None:

@@ -103,6 +103,20 @@ def sdpa_suspects(q, k, v, mask=None):
     return suspects
 
 
+def gradients(function, inputs: dict, upstream, parameters=None) -> tuple[dict, dict]:
+    """The float64 gradients of ``function(*inputs, *parameters)`` (its first result when a
+    tuple) times ``upstream``, keyed as ``Submission.gradients`` keys them: by the inputs'
+    labels (``"args[0]"``) and by the parameters' names."""
+    parameters = parameters or {}
+    leaves = {
+        k: v.double().requires_grad_() for k, v in {**inputs, **parameters}.items()
+    }
+    out = function(*leaves.values())
+    out = out[0] if isinstance(out, tuple) else out
+    grads = dict(zip(leaves, torch.autograd.grad(out, list(leaves.values()), upstream)))
+    return {k: grads[k] for k in inputs}, {k: grads[k] for k in parameters}
+
+
 # part2 masks ------------------------------------------------------------
 def future(t_q: int, t_k: int, shift: int = 0, device="cpu") -> torch.Tensor:
     """True where key j lies after query i's absolute position ``t_k - t_q + i`` (+ shift)."""

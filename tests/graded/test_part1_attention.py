@@ -13,11 +13,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autograder.protocol import expect_student_error
-from tests.graded.answers import additive, attend, sdpa_oracle, sdpa_suspects, softmax
+from tests.graded.answers import (
+    additive,
+    attend,
+    gradients,
+    sdpa_oracle,
+    sdpa_suspects,
+    softmax,
+)
 from tests.graded.compare import (
     LIKELY,
     assert_close,
     assert_exact,
+    assert_gradients,
     check_tensor,
     diagnosis,
     is_close,
@@ -335,8 +343,9 @@ def test_scaled_dot_product_attention_matches_torch(hw):
 
 @pytest.mark.points(1)
 @pytest.mark.hidden
-def test_scaled_dot_product_attention_float_mask(hw):
-    """Float masks are added to the scaled scores: 0/-inf, and arbitrary finite biases."""
+def test_scaled_dot_product_attention_float_mask_and_gradients(hw):
+    """Float masks are added to the scaled scores: 0/-inf, and arbitrary finite biases. The
+    output is a differentiable function of q, k and v: its gradients are the formula's."""
     q = randn(2, 2, 3, 3, seed=31)  # (B, h, Tq, d_k)
     k = randn(2, 2, 4, 3, seed=32)  # (B, h, Tk, d_k)
     v = randn(2, 2, 4, 2, seed=33)  # (B, h, Tk, d_v)
@@ -360,6 +369,22 @@ def test_scaled_dot_product_attention_float_mask(hw):
             "float mask ignored": torch.softmax(scores / math.sqrt(3), -1),
         },
     )
+    upstream = randn(2, 2, 3, 2, seed=35)  # d(loss)/d(out), (B, h, Tq, d_v)
+    dev = hw.device
+    got = hw.gradients(
+        SDPA,
+        q.to(dev),
+        k.to(dev),
+        v.to(dev),
+        mask=bias.to(dev),
+        upstream=upstream.to(dev),
+    )
+    expected, _ = gradients(
+        lambda q, k, v: attend(q, k, v, bias),
+        {"args[0]": q, "args[1]": k, "args[2]": v},
+        upstream,
+    )
+    assert_gradients(got["inputs"], expected, "attention with a float mask")
 
 
 @pytest.mark.points(1)

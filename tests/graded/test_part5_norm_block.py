@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from tests.graded.answers import (
     block_suspects,
     feed_forward,
     future,
+    gradients,
     layer_norm,
     layer_norm_suspects,
     post_norm,
@@ -21,7 +23,7 @@ from tests.graded.answers import (
     rms_norm,
     rms_suspects,
 )
-from tests.graded.compare import assert_close, assert_exact
+from tests.graded.compare import assert_close, assert_exact, assert_gradients
 from tests.graded.inputs import checked
 from tests.graded.strategies import randn, random_state
 
@@ -111,8 +113,9 @@ def test_layer_norm_matches_torch(hw):
 
 @pytest.mark.points(1)
 @pytest.mark.hidden
-def test_layer_norm_float32(hw):
-    """float32 in, float32 out, with loaded weight and bias."""
+def test_layer_norm_float32_and_gradients(hw):
+    """float32 in, float32 out, with loaded weight and bias. Gradients with respect to the
+    input and to both parameters are nn.LayerNorm's (float64)."""
     x = randn(3, 5, seed=52, dtype=torch.float32, device=hw.device) * 3 - 1  # (T, d)
     sd = random_state({"ln.weight": (5,), "ln.bias": (5,)}, 53, F64, hw.device)
     norm = new_module(hw, "norm.LayerNorm", 5, dtype=torch.float32)
@@ -124,6 +127,18 @@ def test_layer_norm_float32(hw):
         "LayerNorm(5) on float32",
         likely=layer_norm_suspects(x64, sd, 1e-5),
     )
+    state = {"weight": sd["ln.weight"], "bias": sd["ln.bias"]}
+    norm = new_module(hw, "norm.LayerNorm", 5, state=state)
+    upstream = randn(3, 5, seed=57, device=hw.device)
+    got = norm.gradients("__call__", x64, upstream=upstream)
+    inputs, parameters = gradients(
+        lambda x, w, b: F.layer_norm(x, (5,), w, b, eps=1e-5),
+        {"args[0]": x64},
+        upstream,
+        parameters=state,
+    )
+    assert_gradients(got["inputs"], inputs, "LayerNorm(5)")
+    assert_gradients(got["parameters"], parameters, "LayerNorm(5)", of="parameter")
 
 
 # RMSNorm ------------------------------------------------------------------------------------
@@ -155,8 +170,9 @@ def test_rms_norm_matches_torch(hw):
 
 @pytest.mark.points(1)
 @pytest.mark.hidden
-def test_rms_norm_loaded_weight(hw):
-    """A loaded weight and a large eps, in float64 and float32."""
+def test_rms_norm_loaded_weight_and_gradients(hw):
+    """A loaded weight and a large eps, in float64 and float32. Gradients with respect to
+    the input and the weight are nn.RMSNorm's (float64)."""
     weight = randn(5, seed=55, device=hw.device) + 1.0
     for dtype in (F64, torch.float32):
         x = randn(4, 5, seed=56, dtype=dtype, device=hw.device) + 0.5  # (T, d)
@@ -175,6 +191,19 @@ def test_rms_norm_loaded_weight(hw):
             f"RMSNorm(5, eps=0.05) with a loaded weight on {dtype}",
             likely=rms_suspects(x64, weight, 0.05),
         )
+    norm = new_module(hw, "norm.RMSNorm", 5, eps=0.05, state={"weight": weight})
+    upstream = randn(4, 5, seed=58, device=hw.device)
+    got = norm.gradients("__call__", x64, upstream=upstream)
+    inputs, parameters = gradients(
+        lambda x, w: F.rms_norm(x, (5,), w, eps=0.05),
+        {"args[0]": x64},
+        upstream,
+        parameters={"weight": weight},
+    )
+    assert_gradients(got["inputs"], inputs, "RMSNorm(5, eps=0.05)")
+    assert_gradients(
+        got["parameters"], parameters, "RMSNorm(5, eps=0.05)", of="parameter"
+    )
 
 
 # FeedForward ---------------------------------------------------------------------------------
