@@ -406,6 +406,18 @@ CATALOGUE: tuple[Mutant, ...] = (
         "overflowing append wrote",
     ),
     single(
+        "kv-append-trusts-v-length",
+        "gqa.py",
+        """        if k_new.shape != v_new.shape:
+            raise ValueError(
+                f"k_new {tuple(k_new.shape)} and v_new {tuple(v_new.shape)} differ"
+            )
+""",
+        "",
+        6,
+        "not against each other",
+    ),
+    single(
         "rope-on-values",
         "gqa.py",
         "        k = apply_rope(k, positions, self.rope_base)\n",
@@ -505,6 +517,15 @@ CATALOGUE: tuple[Mutant, ...] = (
     if count == 0:""",
         7,
         "leaves the model in eval mode",
+    ),
+    single(
+        "evaluate-restores-mode-outside-finally",
+        "charlm.py",
+        "    finally:\n        model.train(was_training)\n    if count == 0:\n",
+        "    except Exception:\n        raise\n    model.train(was_training)\n"
+        "    if count == 0:\n",
+        7,
+        "not in a finally",
     ),
     single(
         "hard-coded-128-mask",

@@ -226,7 +226,11 @@ def test_apply_rope_errors(hw):
     d_head here: rope_angles' test covers that)."""
     x = randn(2, 3, 8, seed=44, device=hw.device)  # (B, T=3, d=8)
     hw.call("rope.apply_rope", x, longs([0, 4, 2], hw.device))  # valid: must not raise
-    for bad in (longs([0, 1, 2, 3], hw.device), longs([[0, 1, 2]], hw.device)):
+    for bad in (
+        longs([0, 1, 2, 3], hw.device),
+        longs([[0, 1, 2]], hw.device),
+        longs([[0], [4], [2]], hw.device),  # T of them, but (T, 1)
+    ):
         raises_value_error(
             f"apply_rope(x (2, 3, 8), positions of shape {tuple(bad.shape)})",
             ["positions"],

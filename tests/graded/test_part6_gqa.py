@@ -278,6 +278,17 @@ def test_kv_cache_errors(hw):
             v_bad,
         )
 
+    raises_value_error(
+        "KVCache.append with 2 positions of keys and 1 of values",
+        ["k_new", "v_new", "shape"],
+        cache.call,
+        "append",
+        k_more[:, :, :2],
+        v_more[:, :, :1],
+        hint="k_new and v_new are each checked, but not against each other (the values "
+        "would be broadcast over the keys' positions)",
+    )
+
     # another device: a cache elsewhere ("meta" when testing on the CPU)
     elsewhere = "cpu" if hw.device.type != "cpu" else "meta"
     other = hw.new("gqa.KVCache", 2, 2, 5, 4, device=elsewhere, dtype=F64)

@@ -1,9 +1,12 @@
 """Part 7, loss and training: ``lm_loss``, ``evaluate`` and ``train`` (losses from
 ``F.cross_entropy(ignore_index=-100)`` in float64)."""
 
+import contextlib
+
 import pytest
 import torch
 
+from autograder.protocol import StudentError
 from tests.graded.answers import (
     batch_oracle,
     ce,
@@ -26,13 +29,14 @@ from tests.graded.part7_setup import (
     PAD,
     TRAIN,
     H,
+    V,
     as_float,
     attempt,
     batch_losses,
     new_lm,
     three_batches,
 )
-from tests.graded.strategies import randn
+from tests.graded.strategies import randint, randn
 
 pytestmark = pytest.mark.part(7)
 
@@ -152,6 +156,14 @@ def test_evaluate_restores_mode_and_skips_empty_batches(hw):
     )
     assert m.attr("training") is True, (
         "evaluate did not restore train mode after raising"
+    )
+    too_long = randint(1, V, 1, 17, seed=711, device=hw.device)  # max_len is 16
+    with contextlib.suppress(StudentError):  # the model refuses it (its own test's)
+        hw.call(EVALUATE, m, [(too_long, too_long)])
+    assert m.attr("training") is True, (
+        "evaluate did not restore train mode after the model raised on a batch longer "
+        f"than max_len\n{LIKELY} the mode is restored after the loop, not in a finally: "
+        "block"
     )
 
 
