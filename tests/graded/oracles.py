@@ -108,12 +108,14 @@ def gradients(function, inputs: dict, upstream, parameters=None) -> tuple[dict, 
     tuple) times ``upstream``, keyed as ``Submission.gradients`` keys them: by the inputs'
     labels (``"args[0]"``) and by the parameters' names."""
     parameters = parameters or {}
-    leaves = {
-        k: v.double().requires_grad_() for k, v in {**inputs, **parameters}.items()
+    leaves = {  # copies: the caller's tensors are left as they were
+        k: v.detach().to(F64, copy=True).requires_grad_()
+        for k, v in {**inputs, **parameters}.items()
     }
     out = function(*leaves.values())
     out = out[0] if isinstance(out, tuple) else out
-    grads = dict(zip(leaves, torch.autograd.grad(out, list(leaves.values()), upstream)))
+    grads = torch.autograd.grad(out, list(leaves.values()), upstream.to(out))
+    grads = dict(zip(leaves, grads))
     return {k: grads[k] for k in inputs}, {k: grads[k] for k in parameters}
 
 
