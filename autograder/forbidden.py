@@ -2,16 +2,17 @@
 
 The scan reads every student file and resolves names before it judges them: what each name can
 be bound to in the scope Python looks it up in (a function's locals, enclosing functions, the
-module; ``global`` and ``nonlocal`` obeyed), and what ``self.<attribute>`` and a module attribute
-can be bound to anywhere in the file (aliases, imports of another student file, ``self = torch``), what a dynamic import or attribute reaches when its
-target is a constant (``__import__("warnings")``, ``getattr(torch, "softmax")``,
-``sys.modules["torch"]``). A use is an attribute access or imported name that reaches the library
+module; ``global`` and ``nonlocal`` obeyed), what ``self.<attribute>`` and a module attribute can
+be bound to anywhere in the file (aliases, imports of another student file, ``self = torch``),
+what a dynamic import or attribute reaches when its target is a constant
+(``__import__("warnings")``, ``getattr(torch, "softmax")``, ``sys.modules["torch"]``). A use is an attribute access or imported name that reaches the library
 function, called at once or bound to a name first, here or in another student file. Names that
 resolve only to the student's own package (``attention.softmax(...)``, ``self.softmax``) never
-count, nor do comments and strings, nor a library class named only for ``isinstance`` or
-``issubclass`` to test against. What the scan cannot resolve (a computed attribute name, a
-function's globals or closure cells, code built from strings) is refused as an evasion in the
-files that have a forbidden list; the run-time watch (``autograder.tripwire``) covers the rest.
+count, nor do comments and strings, nor a library class only named: tested against
+(``isinstance``, ``issubclass``, ``is``, a ``case`` pattern) or in an annotation. What the scan
+cannot resolve (a computed attribute name, a function's globals or closure cells, code built
+from strings) is refused as an evasion in the files that have a forbidden list; the run-time
+watch (``autograder.tripwire``) covers the rest.
 """
 
 from __future__ import annotations
@@ -580,7 +581,7 @@ class _Module:
                 elif (
                     node.attr in forbidden
                     and not _all_own(self.resolve(node.value))
-                    and not self._type_tested(node)
+                    and not self._only_named(node)
                 ):
                     add(node, ast.unparse(node))
                 elif _all_own(base := self.resolve(node.value)):
@@ -615,22 +616,49 @@ class _Module:
                     add(node, _snippet(node))
         return sorted(set(found), key=lambda v: (v.line, v.call))
 
-    def _type_tested(self, node: ast.Attribute) -> bool:
-        """``node`` is the class (or one of a tuple of classes) that the builtin ``isinstance``
-        or ``issubclass`` tests against: named, never called."""
-        parent = self.parents.get(node)
-        if isinstance(parent, ast.Tuple):
-            node, parent = parent, self.parents.get(parent)
-        return (
+    def _only_named(self, node: ast.Attribute) -> bool:
+        """``node`` names a library class without reaching it: the class the builtin
+        ``isinstance`` or ``issubclass`` tests against (alone, in tuples, in ``|`` unions), a
+        side of an ``is`` comparison, a ``case`` pattern's class, or part of an annotation
+        that calls nothing."""
+        child, parent = node, self.parents.get(node)
+        while isinstance(parent, ast.Tuple) or (
+            isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.BitOr)
+        ):
+            child, parent = parent, self.parents.get(parent)
+        if (
             isinstance(parent, ast.Call)
             and len(parent.args) == 2
-            and parent.args[1] is node
+            and parent.args[1] is child
             and not parent.keywords
             and (
                 _is_builtin_call(parent, "isinstance", self)
                 or _is_builtin_call(parent, "issubclass", self)
             )
-        )
+        ):
+            return True
+        parent = self.parents.get(node)
+        if isinstance(parent, ast.Compare) and all(
+            isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops
+        ):
+            return True
+        if isinstance(parent, ast.MatchClass) and parent.cls is node:
+            return True
+        return self._in_annotation(node)
+
+    def _in_annotation(self, node: ast.AST) -> bool:
+        child, parent = node, self.parents.get(node)
+        while parent is not None and not isinstance(parent, ast.Call):
+            if (
+                isinstance(parent, (ast.arg, ast.AnnAssign))
+                and child is parent.annotation
+            ) or (
+                isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and child is parent.returns
+            ):
+                return True
+            child, parent = parent, self.parents.get(parent)
+        return False
 
     def _judge_call(self, add, node: ast.Call, forbidden) -> None:
         target = self.dynamic_target(node)

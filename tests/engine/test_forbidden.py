@@ -70,6 +70,8 @@ HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
         "def isinstance(a, b):\n    return b(4, 2)\nm = isinstance(x, nn.MultiheadAttention)",
         "ok = isinstance(nn.MultiheadAttention, type)",
         "ok = isinstance(x, [nn.MultiheadAttention][0])",
+        "def f(m: nn.MultiheadAttention(4, 2)):\n    pass",
+        "ok = type(m) == nn.MultiheadAttention(4, 2)",
     ],
 )
 def test_forbidden_uses_are_found(line):
@@ -108,6 +110,12 @@ def test_forbidden_uses_are_found(line):
         ),
         "ok = isinstance(m, nn.MultiheadAttention)",
         "ok = issubclass(C, (nn.Softmax, nn.Linear))",
+        "ok = isinstance(m, ((nn.Softmax,), nn.Linear))",
+        "ok = isinstance(m, Own | nn.MultiheadAttention)",
+        "ok = type(m) is nn.MultiheadAttention",
+        "match m:\n    case nn.MultiheadAttention():\n        pass",
+        "def f(m: nn.MultiheadAttention) -> nn.Softmax:\n    pass",
+        "layer: nn.MultiheadAttention = make()",
     ],
 )
 def test_own_code_comments_and_strings_are_not(line):
