@@ -182,18 +182,6 @@ _BINDERS = (
 )
 
 
-#: The nodes whose body is a scope of its own for the names bound in it.
-_SCOPES = (
-    ast.Module,
-    ast.FunctionDef,
-    ast.AsyncFunctionDef,
-    ast.Lambda,
-    ast.ClassDef,
-    ast.ListComp,
-    ast.SetComp,
-    ast.DictComp,
-    ast.GeneratorExp,
-)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 #: The nodes that make a name local to a scope, or declare it another scope's.
 _NAME_BINDERS = frozenset(
@@ -273,10 +261,7 @@ class _Module:
             if kind is ast.Name:
                 if type(node.ctx) is ast.Load:
                     continue
-                scope = self.scope_of(node)
-                if isinstance(self.parents.get(node), ast.NamedExpr):
-                    scope = self._outside_comprehensions(scope)
-                bound(scope, node.id)
+                bound(self.binding_scope(node), node.id)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 for a in node.names:
                     if a.name != "*":
@@ -295,10 +280,13 @@ class _Module:
                     declared.setdefault(self.scope_of(node), {})[name] = how
         return local_names, declared
 
-    def _outside_comprehensions(self, scope: ast.AST) -> ast.AST:
-        """Where an assignment expression in a comprehension binds (PEP 572)."""
-        while isinstance(scope, _COMPREHENSIONS):
-            scope = self.scope_of(scope)
+    def binding_scope(self, where: ast.AST) -> ast.AST:
+        """The scope the statement or target ``where`` binds its names in: its own, but an
+        assignment expression inside a comprehension binds outside it (PEP 572)."""
+        scope = self.scope_of(where)
+        if isinstance(self.parents.get(where), ast.NamedExpr):
+            while isinstance(scope, _COMPREHENSIONS):
+                scope = self.scope_of(scope)
         return scope
 
     def home(self, scope: ast.AST, name: str) -> ast.AST | None:
@@ -386,12 +374,7 @@ class _Module:
 
     def _bind(self, where: ast.AST, name: str, values) -> None:
         """Bind ``name`` as the statement or target ``where`` does, in its scope."""
-        scope = self.scope_of(where)
-        if isinstance(where, ast.Name) and isinstance(
-            self.parents.get(where), ast.NamedExpr
-        ):
-            scope = self._outside_comprehensions(scope)
-        self._bind_in(scope, name, values)
+        self._bind_in(self.binding_scope(where), name, values)
 
     def _bind_in(self, scope: ast.AST, name: str, values) -> None:
         key = (self.home(scope, name) or scope, name)
@@ -647,6 +630,8 @@ class _Module:
         return self._in_annotation(node)
 
     def _in_annotation(self, node: ast.AST) -> bool:
+        """``node`` lies in a parameter's, a return's or a variable's annotation, with no
+        call between them."""
         child, parent = node, self.parents.get(node)
         while parent is not None and not isinstance(parent, ast.Call):
             if (
