@@ -101,6 +101,14 @@ class Executor:
             return self._checked(target, name, args, kwargs)
         if op == "gradients":
             return self._gradients(target, name, args, kwargs)
+        if op == "default_dtype":
+            dtype, *args = args
+            saved = torch.get_default_dtype()
+            torch.set_default_dtype(dtype)
+            try:
+                return self._resolve(name)(*args, **kwargs)
+            finally:
+                torch.set_default_dtype(saved)
         obj = self._objects[target.id]
         if op == "method":
             return getattr(obj, name)(*args, **kwargs)

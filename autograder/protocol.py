@@ -165,6 +165,12 @@ class Submission:
         where none flowed. (A module's method adds its parameters by name.)"""
         return self.request("gradients", None, name, upstream, *args, **kwargs)
 
+    def call_with_default_dtype(self, dtype: torch.dtype, name: str, *args, **kwargs):
+        """``call(name, ...)`` while ``dtype`` is torch's default float dtype (put back after
+        the call): what SPEC.md means by "default: the default float dtype" is only observable
+        where that default is not float32."""
+        return self.request("default_dtype", None, name, dtype, *args, **kwargs)
+
     def seed(self, seed: int) -> None:
         self.request("seed", None, None, seed)
 

@@ -442,7 +442,11 @@ def _error(type_name: str, message: str) -> StudentError:
 
 def _label(op: str, target: HandleRef | None, name: str | None) -> str:
     if target is None:
-        return name if op in ("call", "new", "build", "checked", "gradients") else op
+        return (
+            name
+            if op in ("call", "new", "build", "checked", "gradients", "default_dtype")
+            else op
+        )
     if op in ("method", "checked", "gradients") and name == "__call__":
         return f"{target.type_name}.forward"
     return f"{target.type_name}.{name}" if name else f"{target.type_name}.{op}"

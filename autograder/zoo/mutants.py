@@ -255,6 +255,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         "base ** (-i / d_head)",
     ),
     single(
+        "rope-angles-default-float32",
+        "rope.py",
+        "dtype = torch.get_default_dtype() if dtype is None else dtype",
+        "dtype = torch.float32 if dtype is None else dtype",
+        4,
+        "taken as a fixed float32",
+    ),
+    single(
         "rope-ignores-positions",
         "rope.py",
         "angles = rope_angles(positions, x.shape[-1]",

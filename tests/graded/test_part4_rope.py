@@ -12,7 +12,7 @@ import torch
 from hypothesis import given
 
 from tests.graded.answers import angles_oracle, rope_oracle, rope_suspects
-from tests.graded.compare import assert_close
+from tests.graded.compare import LIKELY, assert_close
 from tests.graded.expect import raises_value_error
 from tests.graded.inputs import checked
 from tests.graded.strategies import (
@@ -92,6 +92,15 @@ def test_rope_angles_formula(hw):
         "rope_angles(positions, 8, dtype=float64)",
         likely=wrong_freq,
     )
+    # Under float32 as the default, dtype=None read as a fixed float32 would go unseen.
+    got = hw.call_with_default_dtype(torch.float64, "rope.rope_angles", positions, d)
+    what = "rope_angles(positions, 8) while torch's default float dtype is float64"
+    if isinstance(got, torch.Tensor) and got.dtype == torch.float32:
+        raise AssertionError(
+            f"{what} has dtype torch.float32, expected torch.float64\n{LIKELY} dtype=None "
+            "taken as a fixed float32; it means torch.get_default_dtype()"
+        )
+    assert_close(got, angles_oracle(positions, d), what, likely=wrong_freq)
 
     got = hw.call("rope.rope_angles", positions, 6, base=100.0, dtype=torch.float32)
     assert_close(
