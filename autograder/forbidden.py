@@ -18,13 +18,13 @@ watch (``autograder.tripwire``) covers the rest.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import importlib.util
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.points import MODULES, PACKAGE, part_of_file
+from autograder.points import MODULES, PACKAGE, PARTS, part_of_file
 
 SOFTMAX = frozenset(
     {"softmax", "_softmax", "Softmax", "Softmax2d", "softmin", "Softmin"}
@@ -65,9 +65,15 @@ RULES: dict[str, frozenset[str]] = {
     "charlm.py": NORMALIZATION | ATTENTION,
 }
 
+#: What a file without a forbidden list of its own may not call either.
+EVERY_FORBIDDEN = frozenset().union(*RULES.values())
+
 #: Modules whose only use here is to reach around the rules: the grader itself, and tools that
 #: read any object or frame of the process.
 TAMPER_MODULES = frozenset({"autograder", "tests", "ctypes", "gc", "inspect"})
+#: What of ``gc`` reaches no object: ``import gc`` for ``gc.collect()`` is fine, any other use
+#: of the module (``gc.get_referents``, the module handed on) is not.
+GC_HARMLESS = frozenset({"collect", "enable", "disable", "isenabled"})
 #: Attributes that open a function or a namespace: its globals, closure cells, code, original.
 TAMPER_ATTRIBUTES = frozenset(
     {"__globals__", "__closure__", "cell_contents", "__code__", "__wrapped__"}
@@ -75,35 +81,56 @@ TAMPER_ATTRIBUTES = frozenset(
 )
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Violation:
     file: str
     line: int
     call: str  # the expression as written, e.g. "torch.softmax"
     evasion: bool = False  # a construct that hides which function it reaches
+    #: It could change any part's verdict (it reaches the grader's machinery, or it sits in a
+    #: file without a forbidden list, which only serves the files that have one): every part.
+    whole: bool = False
 
     @property
     def part(self) -> int:
         return part_of_file(self.file)
 
+    @property
+    def parts(self) -> tuple[int, ...]:
+        return tuple(PARTS) if self.whole else (self.part,)
+
     def describe(self) -> str:
+        where = f"{self.file}:{self.line} uses `{self.call}`"
+        if self.whole and self.evasion:
+            return (
+                f"{where}, which reaches around the grader's checks or hides which library "
+                "function it reaches; no student file may (the README's Forbidden calls), so "
+                "it costs every part"
+            )
+        if self.whole:
+            return (
+                f"{where}, a library function the parts that use this file forbid (SPEC.md); "
+                "a file without a forbidden list of its own may not call them for the others, "
+                "so it costs every part"
+            )
         if self.evasion:
             return (
-                f"{self.file}:{self.line} uses `{self.call}`, which hides which library "
-                "function it reaches; in this part every library call must be written out "
-                "by name (SPEC.md's forbidden calls)"
+                f"{where}, which hides which library function it reaches; in this part every "
+                "library call must be written out by name (SPEC.md's forbidden calls, the "
+                "README's Forbidden calls)"
             )
         return (
-            f"{self.file}:{self.line} uses `{self.call}`, a library function this part forbids "
-            "(SPEC.md); write it yourself from tensor operations"
+            f"{where}, a library function this part forbids (SPEC.md); write it yourself "
+            "from tensor operations"
         )
 
 
 def by_part(violations) -> dict[int, list[str]]:
-    """Descriptions of the violations, grouped by the part whose points they cost."""
+    """Descriptions of the violations, grouped by the parts whose points they cost."""
     grouped: dict[int, list[str]] = {}
     for v in violations:
-        grouped.setdefault(v.part, []).append(v.describe())
+        for part in v.parts:
+            grouped.setdefault(part, []).append(v.describe())
     return grouped
 
 
@@ -148,7 +175,9 @@ def scan_package(package_dir: Path) -> list[Violation]:
         if path.is_file():
             sources[path.name] = read_source(path.read_bytes())
     package = _Package(sources)
-    violations = [v for filename in sorted(RULES) for v in package.violations(filename)]
+    violations = [
+        v for filename in sorted(sources) for v in package.violations(filename)
+    ]
     _parse_kept.cache_clear()  # the trees staging kept for this scan
     return violations
 
@@ -160,6 +189,11 @@ def scan_package(package_dir: Path) -> list[Violation]:
 # ("opaque", "")                  anything else: a tensor, a number, a call's result
 
 OPAQUE = ("opaque", "")
+#: Most values one name may be bound to, and the longest attribute chain followed: beyond
+#: them a name or an expression is opaque (and so judged conservatively). Aliases of aliases
+#: would otherwise multiply from round to round, in the grading process.
+MAX_VALUES = 64
+MAX_CHAIN = 32
 
 
 #: The nodes that bind a name (``_Module.bind_all``).
@@ -215,9 +249,11 @@ class _Module:
                 self.parents[child] = node
                 todo.append(child)
         self.binders = [n for n in self.nodes if isinstance(n, _BINDERS)]
+        self.class_names = {n.name for n in self.nodes if isinstance(n, ast.ClassDef)}
         self._scope_cache: dict[ast.AST, ast.AST] = {}
         self.local_names, self.declared = self._scope_names()
         self._homes: dict[tuple[ast.AST, str], ast.AST | None] = {}
+        self._saturated: set = set()  # bindings grown past MAX_VALUES: opaque for good
 
     # Scopes, as Python's compiler sees them ----------------------------------------------------
     def scope_of(self, node: ast.AST) -> ast.AST:
@@ -378,12 +414,21 @@ class _Module:
 
     def _bind_in(self, scope: ast.AST, name: str, values) -> None:
         key = (self.home(scope, name) or scope, name)
-        self.bindings.setdefault(key, set()).update(values)
+        self._add_values(self.bindings, key, values)
         if key[0] is scope and isinstance(scope, ast.ClassDef):
             self._bind_attribute(name, values)  # a class attribute is also self.<name>
 
     def _bind_attribute(self, attr: str, values) -> None:
-        self.attributes.setdefault(attr, set()).update(values)
+        self._add_values(self.attributes, attr, values)
+
+    def _add_values(self, table: dict, key, values) -> None:
+        if (id(table), key) in self._saturated:
+            return
+        bound = table.setdefault(key, set())
+        bound.update(values)
+        if len(bound) > MAX_VALUES:
+            table[key] = {OPAQUE}
+            self._saturated.add((id(table), key))
 
     def module_binding(self, name: str) -> set[tuple[str, str]] | None:
         """What the module attribute ``name`` may be bound to."""
@@ -449,6 +494,8 @@ class _Module:
         if isinstance(node, ast.Attribute):
             if node.attr in TAMPER_ATTRIBUTES:
                 return self._tamper_value(node)
+            if _chain_length(node) > MAX_CHAIN:
+                return {OPAQUE}
             return self.package.attribute(self.resolve(node.value), node.attr, self)
         if isinstance(node, ast.Call):
             return self._call_value(node)
@@ -480,11 +527,23 @@ class _Module:
     def _call_value(self, node: ast.Call) -> set[tuple[str, str]]:
         target = self.dynamic_target(node)
         if target is None:
-            return {OPAQUE}
+            return self._instance_value(node)
         if target == "unresolved":
             return self._hidden(node)
         base, name = target
         return self.package.attribute(base, name, self) if name else base
+
+    def _instance_value(self, node: ast.Call) -> set[tuple[str, str]]:
+        """A call of the student's own class makes the student's own object: its attributes
+        are the class's (a forbidden class among its bases is judged in the class statement;
+        what another library base brings, the run-time watch sees). Any other call's result
+        is opaque."""
+        classes = self.resolve(node.func)
+        if classes and all(
+            kind == "own" and self.package.is_class(where) for kind, where in classes
+        ):
+            return {("own", f"{where}()") for _, where in classes}
+        return {OPAQUE}
 
     def _subscript_value(self, node: ast.Subscript) -> set[tuple[str, str]]:
         key = node.slice.value if isinstance(node.slice, ast.Constant) else None
@@ -553,14 +612,19 @@ class _Module:
     def violations(self, forbidden: frozenset[str]) -> list[Violation]:
         found = []
 
-        def add(node, call, evasion=False):
-            found.append(Violation(self.filename, node.lineno, call, evasion))
+        def add(node, call, evasion=False, tamper=False):
+            found.append(Violation(self.filename, node.lineno, call, evasion, tamper))
 
         for node in self.nodes:
-            if isinstance(node, ast.Attribute):
+            if isinstance(node, (ast.Name, ast.Attribute)) and self._modules_at_large(
+                node
+            ):
+                add(node, _snippet(self.parents[node]), evasion=True, tamper=True)
+            elif isinstance(node, ast.Attribute):
                 if node.attr in TAMPER_ATTRIBUTES:
                     if not self._resolved_namespace(node):
-                        add(node, _snippet(node), evasion=True)
+                        tamper = node.attr != "__dict__"
+                        add(node, _snippet(node), evasion=True, tamper=tamper)
                 elif (
                     node.attr in forbidden
                     and not _all_own(self.resolve(node.value))
@@ -579,11 +643,27 @@ class _Module:
                         )
                     elif a.name in forbidden:
                         add(node, f"{module}.{a.name}")
-                if not own and module.split(".")[0] in TAMPER_MODULES:
-                    add(node, _snippet(node), evasion=True)
+                if (
+                    not own
+                    and module.split(".")[0] in TAMPER_MODULES
+                    and (
+                        module != "gc"
+                        or any(a.name not in GC_HARMLESS for a in node.names)
+                    )
+                ):
+                    add(node, _snippet(node), evasion=True, tamper=True)
             elif isinstance(node, ast.Import):
-                if any(a.name.split(".")[0] in TAMPER_MODULES for a in node.names):
-                    add(node, _snippet(node), evasion=True)
+                if any(
+                    a.name.split(".")[0] in TAMPER_MODULES and a.name != "gc"
+                    for a in node.names
+                ):
+                    add(node, _snippet(node), evasion=True, tamper=True)
+            elif isinstance(node, ast.Name) and type(node.ctx) is ast.Load:
+                if ("lib", "gc") in (self._name_value(node) or ()) and not (
+                    isinstance(parent := self.parents.get(node), ast.Attribute)
+                    and parent.attr in GC_HARMLESS
+                ):
+                    add(node, _snippet(parent or node), evasion=True, tamper=True)
             elif isinstance(node, ast.Call):
                 self._judge_call(add, node, forbidden)
             elif isinstance(node, ast.Subscript):
@@ -591,7 +671,7 @@ class _Module:
                     (_const_str(node.slice) or "?").split(".")[0]
                     in TAMPER_MODULES | {"?"}
                 ):
-                    add(node, _snippet(node), evasion=True)
+                    add(node, _snippet(node), evasion=True, tamper=True)
                 elif _const_str(node.slice) in forbidden and any(
                     kind == "lib" and where.split(".")[-1] in forbidden
                     for kind, where in self._subscript_value(node)
@@ -599,16 +679,51 @@ class _Module:
                     add(node, _snippet(node))
         return sorted(set(found), key=lambda v: (v.line, v.call))
 
+    def _modules_at_large(self, node: ast.AST) -> bool:
+        """``sys.modules`` used other than by a subscript (``sys.modules.get(...)``,
+        ``.values()``): it reaches every module, the grader's among them. Subscripts are
+        judged by their key."""
+        if isinstance(node, ast.Name) and type(node.ctx) is not ast.Load:
+            return False
+        parent = self.parents.get(node)
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            return False
+        if isinstance(parent, ast.Attribute) and parent.attr == "modules":
+            return False  # the ``sys`` of ``sys.modules``
+        return _is_sys_modules(node, self)
+
     def _only_named(self, node: ast.Attribute) -> bool:
         """``node`` names a library class without reaching it: the class the builtin
-        ``isinstance`` or ``issubclass`` tests against (alone, in tuples, in ``|`` unions), a
-        side of an ``is`` comparison, a ``case`` pattern's class, or part of an annotation
-        that calls nothing."""
+        ``isinstance`` or ``issubclass`` tests against (alone, in tuples, in ``|`` unions), an
+        operand of an identity, equality or membership test, a ``case`` pattern's class, part
+        of an annotation that calls nothing, or in a tuple bound to a name that is itself
+        only used so (``NORMS = (nn.LayerNorm,)`` for ``isinstance(m, NORMS)``)."""
+        child, parent = self._container(node)
+        if self._tested_against(node, child, parent):
+            return True
+        if (
+            child is not node
+            and isinstance(parent, (ast.Assign, ast.AnnAssign))
+            and parent.value is child
+        ):
+            targets = (
+                parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            )
+            if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                return self._used_only_as_named(targets[0])
+        return self._in_annotation(node)
+
+    def _container(self, node: ast.AST) -> tuple[ast.AST, ast.AST | None]:
+        """The outermost tuple, list, set or ``|`` union around ``node`` (or ``node``), and
+        what holds it."""
         child, parent = node, self.parents.get(node)
-        while isinstance(parent, ast.Tuple) or (
+        while isinstance(parent, (ast.Tuple, ast.List, ast.Set)) or (
             isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.BitOr)
         ):
             child, parent = parent, self.parents.get(parent)
+        return child, parent
+
+    def _tested_against(self, node, child, parent) -> bool:
         if (
             isinstance(parent, ast.Call)
             and len(parent.args) == 2
@@ -620,14 +735,36 @@ class _Module:
             )
         ):
             return True
-        parent = self.parents.get(node)
         if isinstance(parent, ast.Compare) and all(
-            isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops
+            isinstance(op, _NAMING_TESTS) for op in parent.ops
         ):
             return True
-        if isinstance(parent, ast.MatchClass) and parent.cls is node:
-            return True
-        return self._in_annotation(node)
+        return isinstance(parent, ast.MatchClass) and parent.cls is node
+
+    def _used_only_as_named(self, target: ast.Name) -> bool:
+        """The name ``target`` binds is used in this file, every use a test against it or an
+        annotation, and no other student file can import it."""
+        home = self.home(self.binding_scope(target), target.id)
+        if home is self.tree and self.package.mentioned_elsewhere(target.id, self):
+            return False
+        used = False
+        for node in self.nodes:
+            if (
+                node is target
+                or not isinstance(node, ast.Name)
+                or node.id != target.id
+                or self.home(self.scope_of(node), node.id) is not home
+            ):
+                continue
+            if not isinstance(node.ctx, ast.Load):
+                return False  # bound again: to what, the uses no longer say
+            child, parent = self._container(node)
+            if not (
+                self._tested_against(node, child, parent) or self._in_annotation(node)
+            ):
+                return False
+            used = True
+        return used
 
     def _in_annotation(self, node: ast.AST) -> bool:
         """``node`` lies in a parameter's, a return's or a variable's annotation, with no
@@ -647,14 +784,18 @@ class _Module:
 
     def _judge_call(self, add, node: ast.Call, forbidden) -> None:
         target = self.dynamic_target(node)
-        if target == "unresolved":
-            add(node, _snippet(node), evasion=True)
+        if target == "unresolved":  # a computed attribute, or a module the grader's own
+            lookup = _is_builtin_call(node, "getattr", self) or (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr == "__getattribute__"
+            )
+            add(node, _snippet(node), evasion=True, tamper=not lookup)
         elif target is not None:
             base, name = target
             if name in forbidden and not _all_own(base):
                 add(node, _snippet(node))
         elif any(_is_builtin_call(node, b, self) for b in ("eval", "exec", "compile")):
-            add(node, _snippet(node), evasion=True)
+            add(node, _snippet(node), evasion=True, tamper=True)
         elif self._reaches(node.func, "operator.attrgetter") or self._reaches(
             node.func, "operator.methodcaller"
         ):
@@ -694,6 +835,8 @@ class _Module:
 
 
 MODULE_NAMES = frozenset(MODULES) | {PACKAGE}
+#: Comparisons that test against an object without calling it.
+_NAMING_TESTS = (ast.Is, ast.IsNot, ast.Eq, ast.NotEq, ast.In, ast.NotIn)
 
 
 class _Package:
@@ -737,12 +880,38 @@ class _Package:
                 out.add(OPAQUE)
         return out
 
+    def is_class(self, where: str) -> bool:
+        """``where`` (``"attention.Kernel"``) names a class a student file defines."""
+        module, _, name = where.partition(".")
+        return module in self.modules and name in self.modules[module].class_names
+
+    def mentioned_elsewhere(self, name: str, module: _Module) -> bool:
+        """Another student file imports ``name`` or reads an attribute of that name (or
+        imports everything)."""
+        return any(
+            (isinstance(node, ast.Attribute) and node.attr == name)
+            or (
+                isinstance(node, ast.ImportFrom)
+                and any(a.name in (name, "*") for a in node.names)
+            )
+            for other in self.modules.values()
+            if other is not module
+            for node in other.nodes
+        )
+
     def violations(self, filename: str) -> list[Violation]:
-        forbidden = RULES.get(filename)
+        """A file with a forbidden list is judged by it; a file without one (masks.py,
+        rope.py) by every list, at the cost of every part: what it calls, it calls for the
+        files that have one."""
         module = self.modules.get(filename.removesuffix(".py"))
-        if not forbidden or module is None:
+        if module is None:
             return []
-        return module.violations(forbidden)
+        if filename in RULES:
+            return module.violations(RULES[filename])
+        return [
+            dataclasses.replace(v, whole=True)
+            for v in module.violations(EVERY_FORBIDDEN)
+        ]
 
 
 def _all_own(values) -> bool:
@@ -765,6 +934,13 @@ def _is_builtin_call(node: ast.AST, name: str, module: _Module) -> bool:
 
 def _is_sys_modules(node: ast.AST, module: _Module) -> bool:
     return ("lib", "sys.modules") in module.resolve(node)
+
+
+def _chain_length(node: ast.Attribute) -> int:
+    length = 0
+    while isinstance(node, ast.Attribute) and length <= MAX_CHAIN:
+        node, length = node.value, length + 1
+    return length
 
 
 def _snippet(node: ast.AST) -> str:

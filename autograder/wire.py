@@ -260,8 +260,8 @@ def _decode_tensor(body, payload, cursor, device):
     ):
         raise WireError("malformed tensor")
     numel = 1
-    for n in shape:
-        if type(n) is not int or n < 0:
+    for n in shape:  # no size beyond the message (an empty tensor's too: (0, 2**70))
+        if type(n) is not int or not 0 <= n <= MAX_MESSAGE:
             raise WireError("malformed tensor shape")
         numel *= n
     dtype = DTYPES[dtype_name]
@@ -271,7 +271,10 @@ def _decode_tensor(body, payload, cursor, device):
         raise WireError("tensor larger than the message")
     cursor[0] = end
     if numel == 0:
-        tensor = torch.empty(shape, dtype=dtype)
+        try:  # sizes whose strides overflow
+            tensor = torch.empty(shape, dtype=dtype)
+        except RuntimeError:
+            raise WireError("malformed tensor shape") from None
     elif dtype in _NUMPY:  # a copy of the bytes: nothing the sender holds is shared
         raw = numpy.frombuffer(bytearray(payload[start:end]), _NUMPY[dtype])
         tensor = torch.from_numpy(raw.reshape(shape))

@@ -8,7 +8,8 @@ of the workers may be left (no process, no file in the host's ``/tmp`` or ``/dev
 Each folder under ``scenarios/`` is one submission: the reference with a malicious edit (each
 ``<module>.append`` is added to the end of that module, so its definitions replace the
 reference's) and ``expected.json``, whose ``outcome`` says what it must score on the parts graded
-here: ``full``; ``full but part K`` (K loses points) or ``full but part K = 0``; ``same as X``,
+here: ``full``; ``full but part K`` (K loses points) or ``full but part K = 0``; ``nothing``
+(every part 0); ``same as X``,
 ``at most X`` or ``near X`` (within 2 points), part by part, where X is another scenario (``wrong_softmax`` is the same wrong
 answer without any cheat). None may get a point it did not earn, and the honest submissions in
 the same batch keep every point.
@@ -242,6 +243,8 @@ def test_scenario_earns_exactly_what_it_earned(graded, name):
                 expected["why"]
             )
         assert got == full, expected["why"]
+    elif outcome[0] == "nothing":
+        assert not any(got.values()), expected["why"]
     else:
         baseline = part_scores(out, outcome[-1])
         if outcome[0] == "same":

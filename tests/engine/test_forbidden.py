@@ -4,9 +4,12 @@ dynamic lookups that resolve to something harmless are not."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from autograder.forbidden import scan_package, scan_source
+from autograder.points import PARTS
 from autograder.release import SOLUTIONS
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
@@ -72,6 +75,13 @@ HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
         "ok = isinstance(x, [nn.MultiheadAttention][0])",
         "def f(m: nn.MultiheadAttention(4, 2)):\n    pass",
         "ok = type(m) == nn.MultiheadAttention(4, 2)",
+        # Named in a tuple: only when every use of the name tests against it.
+        "KINDS = (nn.MultiheadAttention,)",
+        "KINDS = (nn.MultiheadAttention,)\nlayer = KINDS[0](4, 2)",
+        "KINDS = (nn.MultiheadAttention,)\nok = isinstance(m, KINDS)\nKINDS = KINDS + (x,)",
+        # A call's result is the student's own object only when the call makes an own class.
+        "def make():\n    return torch\ny = make().softmax(x, -1)",
+        "class K(nn.Softmax):\n    pass\ny = K()(x)",
     ],
 )
 def test_forbidden_uses_are_found(line):
@@ -116,6 +126,18 @@ def test_forbidden_uses_are_found(line):
         "match m:\n    case nn.MultiheadAttention():\n        pass",
         "def f(m: nn.MultiheadAttention) -> nn.Softmax:\n    pass",
         "layer: nn.MultiheadAttention = make()",
+        "ok = type(m) in (nn.MultiheadAttention, nn.Linear)",
+        "ok = type(m) == nn.MultiheadAttention",
+        "KINDS = (nn.MultiheadAttention, Own)\ndef f(m):\n    return isinstance(m, KINDS)",
+        # The student's own objects: an instance of an own class, its methods and namespace.
+        "class K:\n    def softmax(self, x):\n        return x\n_k = K()\ny = _k.softmax(x)",
+        (
+            "class K:\n    def softmax(self, x):\n        return x\nclass M:\n"
+            "    def __init__(self):\n        self.k = K()\n"
+            "    def f(self, x, names):\n"
+            "        return self.k.softmax(x), [getattr(self.k, n) for n in names]"
+        ),
+        "class R:\n    pass\nrecord = dict(R().__dict__)",
     ],
 )
 def test_own_code_comments_and_strings_are_not(line):
@@ -123,10 +145,45 @@ def test_own_code_comments_and_strings_are_not(line):
 
 
 def test_rules_follow_the_file():
-    """rope.py forbids nothing; charlm.py may sample with a softmax but not normalize."""
-    assert scan_source("rope.py", HEADER + "y = torch.softmax(x, -1)\n") == []
+    """charlm.py may sample with a softmax but not normalize; rope.py and masks.py have no
+    list of their own, so what any list forbids costs every part there (they only serve the
+    files that have one)."""
     assert scan_source("charlm.py", HEADER + "p = torch.softmax(x, -1)\n") == []
-    assert scan_source("charlm.py", HEADER + "y = F.layer_norm(x, (4,))\n")
+    (norm,) = scan_source("charlm.py", HEADER + "y = F.layer_norm(x, (4,))\n")
+    assert norm.parts == (7,)
+    (softmax,) = scan_source("rope.py", HEADER + "y = torch.softmax(x, -1)\n")
+    assert softmax.parts == tuple(PARTS) and "every part" in softmax.describe()
+    assert scan_source("masks.py", HEADER + "y = torch.exp(x)\n") == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import autograder.tripwire",
+        "from autograder import executor",
+        "import sys\nw = sys.modules.get('autograder.tripwire')",
+        "import sys\nfor m in list(sys.modules.values()):\n    pass",
+        "c = torch.exp.__closure__",
+        "exec('y = 1')",
+        "import gc\nrefs = gc.get_referents(torch.exp)",
+        "import gc\nkeep = gc",
+        "import inspect",
+    ],
+)
+def test_reaching_the_graders_machinery_costs_every_part_from_any_file(line):
+    for filename in ("masks.py", "attention.py"):
+        found = scan_source(filename, HEADER + line + "\n")
+        assert found and all(v.parts == tuple(PARTS) for v in found), (filename, line)
+
+
+def test_gc_collect_is_harmless():
+    assert scan_source("charlm.py", HEADER + "import gc\ngc.collect()\n") == []
+    assert scan_source("masks.py", HEADER + "from gc import collect\ncollect()\n") == []
+
+
+def test_a_computed_attribute_costs_its_own_part_where_there_is_a_list():
+    (found,) = scan_source("charlm.py", HEADER + "f = getattr(cfg, name)\n")
+    assert found.evasion and found.parts == (7,)
 
 
 def test_a_name_bound_in_another_student_file_is_judged_where_it_is_used(tmp_path):
@@ -140,9 +197,50 @@ def test_a_name_bound_in_another_student_file_is_judged_where_it_is_used(tmp_pat
         "from transformer_hw import masks\nfrom transformer_hw.masks import hidden\n"
         "def softmax(x, dim=-1):\n    return masks.alias(x, dim)\n"
     )
-    found = {(v.file, v.line, v.evasion) for v in scan_package(package)}
-    assert found == {("attention.py", 2, True), ("attention.py", 4, False)}
+    found = {(v.file, v.line, v.evasion, v.whole) for v in scan_package(package)}
+    assert found == {
+        ("attention.py", 2, True, False),
+        ("attention.py", 4, False, False),
+        # masks.py has no list: what any list forbids costs every part there
+        ("masks.py", 2, False, True),
+        ("masks.py", 3, True, True),
+    }
+
+
+def test_a_tuple_of_classes_another_file_imports_is_a_use(tmp_path):
+    """Only named where it is bound, but attention.py may call what it imports."""
+    package = tmp_path / "transformer_hw"
+    package.mkdir()
+    (package / "heads.py").write_text(
+        "from torch import nn\nKINDS = (nn.MultiheadAttention,)\n"
+        "def known(m):\n    return isinstance(m, KINDS)\n"
+    )
+    (package / "attention.py").write_text(
+        "from transformer_hw.heads import KINDS\nlayer = KINDS[0](4, 2)\n"
+    )
+    assert {(v.file, v.line) for v in scan_package(package)} == {("heads.py", 2)}
 
 
 def test_the_reference_is_clean():
     assert scan_package(SOLUTIONS) == []
+
+
+def test_aliases_that_multiply_and_long_chains_stay_cheap():
+    """Each ``ops = ops.x`` would multiply what ``ops`` may be, round after round, and a long
+    attribute chain costs its length cubed: both are capped (the scan runs in the grading
+    process). Without the caps this took minutes and gigabytes; the alarm is a backstop."""
+    aliases = "ops = torch\n" + "".join(
+        f"ops = ops.{name}\n" for name in ("linalg", "fft", "special", "nn", "sparse")
+    )
+    chain = "y = ops" + ".real" * 300 + "\n"
+    signal.signal(signal.SIGALRM, _too_slow)
+    signal.alarm(120)
+    try:
+        assert scan_source("attention.py", HEADER + aliases + chain * 5) == []
+        assert scan_source("attention.py", HEADER + aliases + "y = ops.softmax(x)\n")
+    finally:
+        signal.alarm(0)
+
+
+def _too_slow(*_):
+    raise TimeoutError("the scan took over 120 s")

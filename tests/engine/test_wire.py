@@ -121,6 +121,9 @@ def message(tree, payload=b""):
         ({"T": ["float32", [1], "cpu"]}, b"\0" * 8),  # bytes left over
         ({"T": ["object", [1], "cpu"]}, b"\0" * 8),
         ({"T": ["float32", [-1], "cpu"]}, b""),
+        # empty, but with sizes torch cannot hold (an int64 overflow, a stride overflow)
+        ({"T": ["float32", [0, 2**70], "cpu"]}, b""),
+        ({"T": ["float32", [0, *[2**26] * 4], "cpu"]}, b""),
         ({"T": ["float32", [1], "meta"]}, b"\0" * 4),
         ({"T": ["float32", 1, "cpu"]}, b"\0" * 4),
         ({"dt": "torch.nn.Module"}, b""),
