@@ -18,11 +18,29 @@ from pathlib import Path
 import numpy
 import torch
 
-from autograder.points import PACKAGE
+from autograder.points import MODULES, PACKAGE
 from autograder.protocol import ErrorInfo, HandleRef, map_plain
 
 #: Objects a test may construct that are not part of the student package.
 LIBRARY_CLASSES = {"torch.Generator": torch.Generator}
+
+
+class OnlyAssignmentModules:
+    """An import hook: the package's modules are the assignment's files and nothing else.
+
+    Grading stages only those files (``autograder.intake``), so a helper module imported from
+    them fails there; refusing it here too, with the reason, makes a run in-process (``autograder
+    check``) fail where the graded run will."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        package, _, name = fullname.partition(".")
+        if package == PACKAGE and name and name.split(".")[0] not in MODULES:
+            raise ModuleNotFoundError(
+                f"No module named {fullname!r}: only the assignment's files are graded "
+                f"({', '.join(f'{m}.py' for m in MODULES)}); keep helpers in the module "
+                "files that use them",
+                name=fullname,
+            )
 
 
 class Executor:
@@ -53,6 +71,8 @@ class Executor:
                 m for m in sys.modules if m == PACKAGE or m.startswith(PACKAGE + ".")
             ]:
                 del sys.modules[name]
+        if not any(isinstance(f, OnlyAssignmentModules) for f in sys.meta_path):
+            sys.meta_path.insert(0, OnlyAssignmentModules())
 
     def run(
         self,

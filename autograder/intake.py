@@ -237,6 +237,17 @@ def _module_folders(path: Path) -> set[PurePosixPath]:
     return found
 
 
+def left_out(names) -> list[str]:
+    """The problem of each Python file beside the module files: only those are graded."""
+    return [
+        f"{name} is not one of the assignment's files ({', '.join(EXPECTED[:3])}, ...), so it "
+        "was left out and code that imports it fails: keep helpers in the module files "
+        "that use them"
+        for name in sorted(set(names))
+        if name.endswith(".py") and name not in EXPECTED and name != "__init__.py"
+    ]
+
+
 def nothing_to_grade(names: list[str]) -> str:
     """The problem of an upload without module files, and what to upload instead."""
     listed = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
@@ -259,6 +270,7 @@ def _read_dir(source: Path) -> tuple[dict[str, bytes], list[str]]:
         return files, [chosen or nothing_to_grade(names)]
     package = source / chosen
     top = source.resolve()
+    problems += left_out(p.name for p in package.glob("*.py"))
     for filename in EXPECTED:
         path = package / filename
         if not path.exists() and not path.is_symlink():
@@ -305,6 +317,7 @@ def _read_zip(source: Path) -> tuple[dict[str, bytes], list[str]]:
                 *problems,
                 folder or nothing_to_grade(sorted(map(str, entries))),
             ]
+        problems += left_out(p.name for p in entries if p.parent == folder)
         files = {}
         for filename in EXPECTED:
             info = entries.get(folder / filename)

@@ -89,10 +89,16 @@ def check_uses(part: int, uses: tuple) -> str | None:
     return None
 
 
+#: How a test's message starts when its part is gated for a forbidden call (tests/conftest.py):
+#: that is the part's own doing, whatever other parts the test runs.
+GATED = "forbidden call: "
+
+
 def fix_first(tests: Iterable) -> dict[int, list[int]]:
     """For each part that lost points, the other parts to fix first.
 
-    ``tests`` have ``part``, ``passed`` and ``uses`` (the marker's parts). A part is a likely
+    ``tests`` have ``part``, ``passed``, ``message`` and ``uses`` (the marker's parts); a test
+    gated for its part's forbidden call runs no other part's code. A part is a likely
     cause when its losses are not explained by another part's: part j's are explained by part
     i when every failing test of j runs i's code, and i has a failing test that does not run
     j's code. When each only fails in tests that run the other's code (part 3's cache tests and
@@ -101,7 +107,11 @@ def fix_first(tests: Iterable) -> dict[int, list[int]]:
     """
     failing: dict[int, list[set[int]]] = {k: [] for k in PARTS}
     for t in tests:
-        if not t.passed:
+        if t.passed:
+            continue
+        if t.message.startswith(GATED):
+            failing[t.part].append({t.part})
+        else:
             failing[t.part].append(set(PARTS[t.part].uses) | set(t.uses))
 
     def runs(j: int, i: int) -> bool:  # every failing test of j runs part i's code

@@ -19,7 +19,7 @@ from hypothesis.internal.conjecture import providers
 from hypothesis.internal.reflection import function_digest
 
 from autograder.forbidden import RULES, Violation, by_part, scan_package
-from autograder.points import PACKAGE, PARTS, check_uses, part_of_file
+from autograder.points import GATED, PACKAGE, PARTS, check_uses, part_of_file
 from autograder.protocol import InProcessSubmission, StudentError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -241,7 +241,7 @@ class ForbiddenGate:
 
     def check(self, part: int) -> None:
         if found := self.reasons(part):
-            pytest.fail("forbidden call: " + "; ".join(found), pytrace=False)
+            pytest.fail(GATED + "; ".join(found), pytrace=False)
 
     def close(self, session) -> None:
         """Probe the watch, then fail the tests that passed in a part gated since."""
@@ -254,7 +254,7 @@ class ForbiddenGate:
                 and item.nodeid in self.passed
                 and (found := self.reasons(marks[1]))
             ):
-                message = "forbidden call: " + "; ".join(found)
+                message = GATED + "; ".join(found)
                 call = pytest.CallInfo.from_call(
                     lambda message=message: pytest.fail(message, pytrace=False), "call"
                 )

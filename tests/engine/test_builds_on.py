@@ -9,7 +9,7 @@ import sys
 
 from autograder import runner
 from autograder.grade import Graded
-from autograder.points import PARTS, builds_on, check_uses, fix_first
+from autograder.points import GATED, PARTS, builds_on, check_uses, fix_first
 from autograder.report import feedback_md
 
 from .conftest import REPO, Run
@@ -64,6 +64,19 @@ def test_a_bug_in_the_kv_cache_is_sent_to_part_6():
 def test_a_part_3_cache_failure_is_never_said_to_build_on_rope():
     tests = suite({3: [(6,)], 4: [()], 6: [()]})
     assert 4 not in fix_first(tests)[3]
+
+
+def test_a_part_gated_for_its_own_forbidden_call_is_not_sent_elsewhere():
+    """Parts 1 and 7 both fail only on their own forbidden calls: part 7 is not told to fix
+    part 1 first."""
+    gated = [
+        runner.TestResult(
+            f"tests/graded/test_part{k}.py::g", "g", k, 1, False, False, GATED + "x"
+        )
+        for k in (1, 7)
+    ]
+    first = fix_first([*(result(k, True) for k in PARTS), *gated])
+    assert first[1] == first[7] == []
 
 
 def test_feedback_names_the_part_to_fix_first():

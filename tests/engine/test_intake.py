@@ -14,9 +14,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 
 from autograder import forbidden, intake
 from autograder.points import MODULES, PACKAGE
+from autograder.protocol import InProcessSubmission, StudentError
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / "solutions" / PACKAGE
@@ -66,6 +68,39 @@ def test_every_shape_is_found_and_staged(tmp_path, prefix, as_zip):
         ["__init__.py", "__pycache__", *(f"{m}.py" for m in MODULES)]
     )
     assert staged_text(staged, "rope") == (REFERENCE / "rope.py").read_text()
+
+
+@pytest.mark.parametrize("as_zip", [False, True])
+def test_other_python_files_beside_the_modules_are_left_out_and_said_so(
+    tmp_path, as_zip
+):
+    files = {f"transformer_hw/{n}": d for n, d in reference_files().items()}
+    files["transformer_hw/_utils.py"] = b"def helper():\n    return 1\n"
+    files["transformer_hw/__init__.py"] = (
+        b""  # replaced by the grader's own: no problem
+    )
+    files["scratch.py"] = b"print('not beside the modules')\n"
+    source = upload(tmp_path, "alice", files, as_zip)
+    staged = intake.stage("alice", source, tmp_path / "staged")
+    assert not (staged.root / PACKAGE / "_utils.py").exists()
+    (problem,) = staged.problems
+    assert problem.startswith("_utils.py is not one of the assignment's files")
+    assert "left out" in problem
+
+
+def test_in_process_a_helper_module_fails_as_it_will_when_graded(tmp_path):
+    """``autograder check`` runs the student's own folder, helper files and all: the import
+    is refused there too, with the reason, so the public score is the graded one."""
+    package = write_tree(tmp_path / "sub" / PACKAGE, reference_files())
+    (package / "_utils.py").write_text("def one():\n    return 1\n")
+    masks = package / "masks.py"
+    masks.write_text(masks.read_text() + "\nfrom ._utils import one  # noqa: E402\n")
+    with InProcessSubmission(tmp_path / "sub") as hw:
+        with pytest.raises(
+            StudentError, match="only the assignment's files are graded"
+        ):
+            hw.call("masks.causal_mask", 3)
+        assert hw.call("rope.rope_angles", torch.tensor([1]), 2).shape == (1, 1)
 
 
 #: Imports two staged modules, the second changed since staging; prints what was compiled.
