@@ -46,6 +46,9 @@ class OnlyAssignmentModules:
 class Executor:
     """Holds the objects a test works with and applies one request at a time."""
 
+    #: The submission folder the latest executor of this process added to ``sys.path``.
+    _roots: tuple[str, ...] = ()
+
     def __init__(self, root: Path | str, arguments_are_copies: bool = False):
         """``arguments_are_copies``: every tensor of a request is the executor's alone (decoded
         from the wire in a sandboxed worker), so the student may have it without a copy; a
@@ -59,11 +62,18 @@ class Executor:
         self._ids: dict[
             int, int
         ] = {}  # id(object) -> handle id, so one object has one handle
-        # First on the path, ahead of any other submission run earlier in this process.
-        root_str = str(self.root)
-        if root_str in sys.path:
-            sys.path.remove(root_str)
-        sys.path.insert(0, root_str)
+        # First on the path, and the only submission there: one run earlier in this process
+        # would otherwise still lend its modules (to a package without __init__.py, say).
+        root = str(self.root)
+        for earlier in Executor._roots:
+            while earlier in sys.path:
+                sys.path.remove(earlier)
+        Executor._roots = (
+            () if root in sys.path else (root,)
+        )  # not one put there by others
+        if root in sys.path:
+            sys.path.remove(root)
+        sys.path.insert(0, root)
         # A fresh worker has none to forget, and walking all of sys.modules there would copy
         # the pages it shares with the template (milliseconds per worker).
         if PACKAGE in sys.modules:

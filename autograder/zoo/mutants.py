@@ -44,6 +44,32 @@ ROPE_ROTATION = """    a, b = x[..., 0::2], x[..., 1::2]  # (..., T, d_head/2) e
 CATALOGUE: tuple[Mutant, ...] = (
     # Part 1 -----------------------------------------------------------------------------------
     Mutant(
+        "mask-after-softmax-renormalized",
+        "attention.py",
+        (
+            (
+                """        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(mask, float("-inf"))
+        else:
+            scores = scores + mask
+    if torch.isneginf(scores).all(dim=-1).any():
+        raise ValueError("mask prohibits every key for at least one query row")
+    weights = softmax(scores, dim=-1)  # (..., Tq, Tk)
+""",
+                """        prohibited = mask if mask.dtype == torch.bool else torch.isneginf(mask)
+        if prohibited.expand(scores.shape).all(dim=-1).any():
+            raise ValueError("mask prohibits every key for at least one query row")
+    weights = softmax(scores, dim=-1)  # (..., Tq, Tk)
+    if mask is not None:
+        weights = weights.masked_fill(prohibited, 0.0)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+""",
+            ),
+        ),
+        1,
+        "then renormalized",
+    ),
+    Mutant(
         "mask-after-softmax",
         "attention.py",
         (
@@ -181,6 +207,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         "padding mask off by one",
     ),
     # Part 3 -----------------------------------------------------------------------------------
+    single(
+        "d-head-true-division",
+        "heads.py",
+        "self.d_head = d_model // n_heads",
+        "self.d_head = d_model / n_heads",
+        3,
+        "gives a float",
+    ),
     single(
         "split-heads-no-transpose",
         "heads.py",
@@ -363,6 +397,14 @@ CATALOGUE: tuple[Mutant, ...] = (
     ),
     # Part 6 -----------------------------------------------------------------------------------
     single(
+        "kv-append-checks-keys-only",
+        "gqa.py",
+        'for name, new in (("k_new", k_new), ("v_new", v_new)):',
+        'for name, new in (("k_new", k_new),):',
+        6,
+        "only k_new is checked",
+    ),
+    single(
         "repeat-kv-tiled",
         "gqa.py",
         "x = x[:, :, None].expand(batch, n_kv, n_rep, t, d)",
@@ -469,6 +511,23 @@ CATALOGUE: tuple[Mutant, ...] = (
         "rope_base ignored",
     ),
     # Part 7 -----------------------------------------------------------------------------------
+    single(
+        "lm-loss-sum-skips-no-target-check",
+        "charlm.py",
+        "    if not (targets != IGNORE_INDEX).any():",
+        '    if reduction == "mean" and not (targets != IGNORE_INDEX).any():',
+        7,
+        "only under reduction='mean'",
+    ),
+    single(
+        "decode-skips-ignore-index",
+        "charlm.py",
+        """        unknown = [i for i in ids if i != PAD_ID and i not in self.itos]""",
+        """        ids = [i for i in ids if i != IGNORE_INDEX]
+        unknown = [i for i in ids if i != PAD_ID and i not in self.itos]""",
+        7,
+        "skips IGNORE_INDEX",
+    ),
     single(
         "tokenizer-uses-id-0",
         "charlm.py",

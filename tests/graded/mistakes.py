@@ -16,6 +16,7 @@ INVERTED = "bool mask inverted (True treated as permitted; True means prohibited
 SPLIT_NO_T = "split_heads reshapes straight to (B, h, T, d_h) without the transpose"
 MERGE_NO_T = "merge_heads reshapes (B, h, T, d_h) to (B, T, D) without the transpose"
 CROSS_FROM_X = "cross-attention takes keys and values from x instead of context"
+TRUE_DIVISION = "d_head = d_model / n_heads gives a float; use d_model // n_heads"
 
 # Part 5
 RESIDUAL = "the residual adds the normalized tensor (h = ln1(x) + attn(ln1(x))); add the incoming x"

@@ -44,6 +44,10 @@ INF = float("inf")
 # Known mistakes, as the failure message names them.
 NO_MAX = "no max subtraction in the softmax: exp overflows at logits near 1000"
 ROW_NAN = "a fully masked row gives NaN instead of raising ValueError"
+MASKED_LATE = (
+    "the mask applied after the softmax, then renormalized: the prohibited keys' weights "
+    "enter the sum first, and one far above the rest leaves 0/0 (mask the scores before)"
+)
 
 
 # Oracles -----------------------------------------------------------------------------------
@@ -497,6 +501,23 @@ def test_scaled_dot_product_attention_large_logits(hw):
     want_out, want_weights = sdpa_oracle(q, k, v, mask)
     assert_close(weights, want_weights.to(dev), "attention weights at large logits")
     assert_close(out, want_out.to(dev), "attention output at large logits")
+    # The prohibited key's logit 2000 above the permitted one: it must never enter the sum.
+    q1 = torch.tensor([[1.0]], dtype=torch.float64, device=dev)  # (Tq=1, d_k=1)
+    k1 = torch.tensor(
+        [[0.0], [2000.0]], dtype=torch.float64, device=dev
+    )  # logits 0, 2000
+    v1 = torch.tensor([[2.0], [7.0]], dtype=torch.float64, device=dev)
+    out1, weights1 = hw.call(
+        SDPA, q1, k1, v1, mask=torch.tensor([[False, True]]).to(dev)
+    )
+    what = (
+        "attention weights with the prohibited key's logit 2000 above the permitted one"
+    )
+    assert_finite(weights1, what, MASKED_LATE)
+    assert_close(
+        weights1, torch.tensor([[1.0, 0.0]], dtype=torch.float64).to(dev), what
+    )
+    assert_close(out1, torch.tensor([[2.0]], dtype=torch.float64).to(dev), "its output")
 
 
 @pytest.mark.points(1)

@@ -138,12 +138,13 @@ def test_padding_mask_from_list(hw):
 def test_padding_mask_errors(hw):
     """A length below 1 or above t: ValueError naming lengths (or t)."""
     hw.call(PADDING, torch.tensor([1, 3]), 3)  # valid: must not raise
-    with expect_student_error(ValueError) as box:
-        hw.call(PADDING, torch.tensor([0, 2]), 3)
-    assert_names(box, "lengths")
-    with expect_student_error(ValueError) as box:
-        hw.call(PADDING, torch.tensor([2, 4]), 3)
-    assert_names(box, "lengths", "t")
+    for as_list in (False, True):  # a list is accepted, and checked, as a tensor is
+        with expect_student_error(ValueError) as box:
+            hw.call(PADDING, [0, 2] if as_list else torch.tensor([0, 2]), 3)
+        assert_names(box, "lengths")
+        with expect_student_error(ValueError) as box:
+            hw.call(PADDING, [2, 4] if as_list else torch.tensor([2, 4]), 3)
+        assert_names(box, "lengths", "t")
 
 
 # attention_mask ----------------------------------------------------------------------------

@@ -25,10 +25,10 @@ from tests.graded.answers import (
     width_no_transpose,
     width_of,
 )
-from tests.graded.compare import assert_close, assert_exact
+from tests.graded.compare import LIKELY, assert_close, assert_exact
 from tests.graded.expect import assert_names
 from tests.graded.inputs import checked
-from tests.graded.mistakes import MERGE_NO_T, SPLIT_NO_T
+from tests.graded.mistakes import MERGE_NO_T, SPLIT_NO_T, TRUE_DIVISION
 from tests.graded.strategies import examples, randn, random_state, seeds, sizes
 
 pytestmark = pytest.mark.part(3)
@@ -66,8 +66,10 @@ def check_mha(
     dtype=torch.float64,
     what="MultiHeadAttention output",
     bias=True,
+    positional=False,
 ):
-    """The student's MultiHeadAttention against nn.MultiheadAttention, with diagnoses."""
+    """The student's MultiHeadAttention against nn.MultiheadAttention, with diagnoses;
+    ``positional``: context and mask passed by position, as SPEC's signature orders them."""
     m = student_mha(hw, sd, n_heads, dtype, bias=bias)
     dev = hw.device
 
@@ -76,7 +78,10 @@ def check_mha(
             return None
         return t.to(dev, dtype) if t.is_floating_point() else t.to(dev)
 
-    got = m(put(x), context=put(context), mask=put(mask))
+    if positional:  # forward(x, context=None, mask=None, cache=None)
+        got = m(put(x), put(context), put(mask))
+    else:
+        got = m(put(x), context=put(context), mask=put(mask))
     want = torch_mha(x, sd, n_heads, context, mask)
     assert_close(
         got,
@@ -150,8 +155,10 @@ def test_MultiHeadAttention_attributes(hw):
     """n_heads, d_head and the four (D, D) projections with biases, by SPEC's names."""
     m = hw.new(MHA, 12, 3)
     assert m.attr("n_heads") == 3, f"n_heads is {m.attr('n_heads')!r}, expected 3"
-    assert m.attr("d_head") == 4, (
-        f"d_head is {m.attr('d_head')!r}, expected 4 (12 // 3)"
+    d_head = m.attr("d_head")
+    assert type(d_head) is int and d_head == 4, (
+        f"d_head is {d_head!r}, expected the int 4 (12 // 3)"
+        + (f"\n{LIKELY} {TRUE_DIVISION}" if isinstance(d_head, float) else "")
     )
     sd = m.state_dict()
     for p in PROJ:
@@ -199,7 +206,14 @@ def test_MultiHeadAttention_masked(hw):
     key_pad = torch.zeros(2, 1, 1, 5, dtype=torch.float64)
     key_pad[0, ..., 3:] = -math.inf
     check_mha(
-        hw, sd, 2, x, context=context, mask=key_pad, what="masked cross-attention"
+        hw,
+        sd,
+        2,
+        x,
+        context=context,
+        mask=key_pad,
+        what="masked cross-attention, m(x, context, mask) by position",
+        positional=True,
     )
 
 

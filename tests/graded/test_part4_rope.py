@@ -248,6 +248,17 @@ def test_apply_rope_errors(hw):
             x,
             bad,
         )
+    one = randn(
+        2, 1, 8, seed=46, device=hw.device
+    )  # T = 1: a 0-d position is still not (T,)
+    raises_value_error(
+        "apply_rope(x (2, 1, 8), positions of shape ())",
+        ["positions"],
+        hw.call,
+        "rope.apply_rope",
+        one,
+        torch.tensor(0, device=hw.device),
+    )
 
 
 @pytest.mark.points(1)

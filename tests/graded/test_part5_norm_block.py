@@ -233,7 +233,7 @@ def test_pre_norm_block_matches_oracle(hw):
     x = randn(2, 5, D, seed=61, device=hw.device)  # (B, T, D)
     mask = future(5, 5, device=hw.device)
     assert_close(
-        block(x, mask=mask),
+        block(x, mask),  # by position: forward(x, mask=None, cache=None)
         pre_norm(x, sd, mask),
         "PreNormBlock(8, 2, 12)(x, causal mask)",
         likely=block_suspects(x, sd, mask, "pre"),

@@ -25,6 +25,7 @@ from tests.graded.answers import (
 from tests.graded.compare import LIKELY, assert_close, assert_exact
 from tests.graded.expect import raises_value_error
 from tests.graded.inputs import checked
+from tests.graded.mistakes import TRUE_DIVISION
 from tests.graded.strategies import examples, randn, random_state, seeds, sizes
 
 pytestmark = pytest.mark.part(6)
@@ -279,6 +280,15 @@ def test_kv_cache_errors(hw):
         )
 
     raises_value_error(
+        "KVCache.append with float64 keys but float32 values in a float64 cache",
+        ["v_new", "dtype"],
+        cache.call,
+        "append",
+        k_more[:, :, :1],
+        v_more[:, :, :1].float(),
+        hint="only k_new is checked; v_new needs the same dtype, device and shape checks",
+    )
+    raises_value_error(
         "KVCache.append with 2 positions of keys and 1 of values",
         ["k_new", "v_new", "shape"],
         cache.call,
@@ -311,8 +321,9 @@ def test_gqa_matches_oracle(hw):
     gqa = new_gqa(hw, sd, D, H, H_KV)
     for name, value in (("n_heads", H), ("n_kv_heads", H_KV), ("d_head", D // H)):
         got = gqa.attr(name)
-        assert got == value, (
-            f"GroupedQueryAttention(24, 4, 2).{name} is {got}, not {value}"
+        assert type(got) is int and got == value, (
+            f"GroupedQueryAttention(24, 4, 2).{name} is {got!r}, not the int {value}"
+            + (f"\n{LIKELY} {TRUE_DIVISION}" if isinstance(got, float) else "")
         )
     x = randn(B, T, D, seed=101, device=hw.device)  # (B, T, D)
     assert_close(

@@ -85,6 +85,15 @@ def test_char_tokenizer_errors(hw):
         "decode",
         [1, 2, 10],
     )
+    # IGNORE_INDEX is no id either (only PAD_ID is skipped): a decoded target row shows it
+    raises_value_error(
+        "CharTokenizer.decode([1, -100])",
+        ("-100", "id"),
+        tok.call,
+        "decode",
+        [1, -100],
+        hint="decode skips IGNORE_INDEX as well as PAD_ID; only PAD_ID is skipped",
+    )
 
 
 # Batches ------------------------------------------------------------------------------

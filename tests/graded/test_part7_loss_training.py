@@ -85,14 +85,17 @@ def test_lm_loss_no_real_target(hw):
         what = f"lm_loss(logits, targets, reduction={reduction!r})"
         got = checked(what, hw.checked_call, LM_LOSS, logits, targets, reduction)
         assert_close(got, ce(logits, targets, reduction), what + " on slices")
-    raises_value_error(
-        "lm_loss with every target IGNORE_INDEX",
-        ("target",),
-        hw.call,
-        LM_LOSS,
-        logits,
-        torch.full_like(targets, IGNORE),
-    )
+    for reduction in ("mean", "sum"):  # a sum over nothing is no loss either
+        raises_value_error(
+            f"lm_loss with every target IGNORE_INDEX, reduction={reduction!r}",
+            ("target",),
+            hw.call,
+            LM_LOSS,
+            logits,
+            torch.full_like(targets, IGNORE),
+            reduction,
+            hint="the check for no real target made only under reduction='mean'",
+        )
 
 
 # evaluate -----------------------------------------------------------------------------
