@@ -11,8 +11,11 @@ resolve only to the student's own package (``attention.softmax(...)``, ``self.so
 count, nor do comments and strings, nor a library class only named: tested against
 (``isinstance``, ``issubclass``, ``is``, a ``case`` pattern) or in an annotation. What the scan
 cannot resolve (a computed attribute name, a function's globals or closure cells, code built
-from strings) is refused as an evasion in the files that have a forbidden list; the run-time
-watch (``autograder.tripwire``) covers the rest.
+from strings, the grader's own modules) is refused as an evasion in every student file, at the
+cost of every part: its result may serve any file, and entry points such as
+``torch._C._VariableFunctions.softmax`` are out of the run-time watch's reach. A file without a
+forbidden list of its own (masks.py, rope.py) is read with every list, at the same cost. The
+run-time watch (``autograder.tripwire``) covers what a library does on the student's behalf.
 """
 
 from __future__ import annotations
@@ -87,8 +90,9 @@ class Violation:
     line: int
     call: str  # the expression as written, e.g. "torch.softmax"
     evasion: bool = False  # a construct that hides which function it reaches
-    #: It could change any part's verdict (it reaches the grader's machinery, or it sits in a
-    #: file without a forbidden list, which only serves the files that have one): every part.
+    #: It could change any part's verdict, so it costs every part: an evasion (what it reaches,
+    #: or where its result goes, the scan cannot follow), or a call in a file without a
+    #: forbidden list of its own (which only serves the files that have one).
     whole: bool = False
 
     @property
@@ -101,23 +105,17 @@ class Violation:
 
     def describe(self) -> str:
         where = f"{self.file}:{self.line} uses `{self.call}`"
-        if self.whole and self.evasion:
+        if self.evasion:
             return (
-                f"{where}, which reaches around the grader's checks or hides which library "
-                "function it reaches; no student file may (the README's Forbidden calls), so "
-                "it costs every part"
+                f"{where}, which hides which library function it reaches or reaches into "
+                "the grader; no student file may (the README's Forbidden calls: write library "
+                "calls out by name), so it costs every part"
             )
         if self.whole:
             return (
                 f"{where}, a library function the parts that use this file forbid (SPEC.md); "
                 "a file without a forbidden list of its own may not call them for the others, "
                 "so it costs every part"
-            )
-        if self.evasion:
-            return (
-                f"{where}, which hides which library function it reaches; in this part every "
-                "library call must be written out by name (SPEC.md's forbidden calls, the "
-                "README's Forbidden calls)"
             )
         return (
             f"{where}, a library function this part forbids (SPEC.md); write it yourself "
@@ -612,19 +610,18 @@ class _Module:
     def violations(self, forbidden: frozenset[str]) -> list[Violation]:
         found = []
 
-        def add(node, call, evasion=False, tamper=False):
-            found.append(Violation(self.filename, node.lineno, call, evasion, tamper))
+        def add(node, call, evasion=False):
+            found.append(Violation(self.filename, node.lineno, call, evasion, evasion))
 
         for node in self.nodes:
             if isinstance(node, (ast.Name, ast.Attribute)) and self._modules_at_large(
                 node
             ):
-                add(node, _snippet(self.parents[node]), evasion=True, tamper=True)
+                add(node, _snippet(self.parents[node]), evasion=True)
             elif isinstance(node, ast.Attribute):
                 if node.attr in TAMPER_ATTRIBUTES:
                     if not self._resolved_namespace(node):
-                        tamper = node.attr != "__dict__"
-                        add(node, _snippet(node), evasion=True, tamper=tamper)
+                        add(node, _snippet(node), evasion=True)
                 elif (
                     node.attr in forbidden
                     and not _all_own(self.resolve(node.value))
@@ -651,19 +648,19 @@ class _Module:
                         or any(a.name not in GC_HARMLESS for a in node.names)
                     )
                 ):
-                    add(node, _snippet(node), evasion=True, tamper=True)
+                    add(node, _snippet(node), evasion=True)
             elif isinstance(node, ast.Import):
                 if any(
                     a.name.split(".")[0] in TAMPER_MODULES and a.name != "gc"
                     for a in node.names
                 ):
-                    add(node, _snippet(node), evasion=True, tamper=True)
+                    add(node, _snippet(node), evasion=True)
             elif isinstance(node, ast.Name) and type(node.ctx) is ast.Load:
                 if ("lib", "gc") in (self._name_value(node) or ()) and not (
                     isinstance(parent := self.parents.get(node), ast.Attribute)
                     and parent.attr in GC_HARMLESS
                 ):
-                    add(node, _snippet(parent or node), evasion=True, tamper=True)
+                    add(node, _snippet(parent or node), evasion=True)
             elif isinstance(node, ast.Call):
                 self._judge_call(add, node, forbidden)
             elif isinstance(node, ast.Subscript):
@@ -671,7 +668,7 @@ class _Module:
                     (_const_str(node.slice) or "?").split(".")[0]
                     in TAMPER_MODULES | {"?"}
                 ):
-                    add(node, _snippet(node), evasion=True, tamper=True)
+                    add(node, _snippet(node), evasion=True)
                 elif _const_str(node.slice) in forbidden and any(
                     kind == "lib" and where.split(".")[-1] in forbidden
                     for kind, where in self._subscript_value(node)
@@ -784,18 +781,14 @@ class _Module:
 
     def _judge_call(self, add, node: ast.Call, forbidden) -> None:
         target = self.dynamic_target(node)
-        if target == "unresolved":  # a computed attribute, or a module the grader's own
-            lookup = _is_builtin_call(node, "getattr", self) or (
-                isinstance(node.func, ast.Attribute)
-                and node.func.attr == "__getattribute__"
-            )
-            add(node, _snippet(node), evasion=True, tamper=not lookup)
+        if target == "unresolved":
+            add(node, _snippet(node), evasion=True)
         elif target is not None:
             base, name = target
             if name in forbidden and not _all_own(base):
                 add(node, _snippet(node))
         elif any(_is_builtin_call(node, b, self) for b in ("eval", "exec", "compile")):
-            add(node, _snippet(node), evasion=True, tamper=True)
+            add(node, _snippet(node), evasion=True)
         elif self._reaches(node.func, "operator.attrgetter") or self._reaches(
             node.func, "operator.methodcaller"
         ):
