@@ -193,14 +193,20 @@ def test_MultiHeadAttention_cross_attention(hw):
 @pytest.mark.points(1)
 @pytest.mark.hidden
 def test_MultiHeadAttention_masked(hw):
-    """A (B, 1, T, T) bool padding+causal mask (float32), and a (B, 1, 1, Tk) float 0/-inf
-    key-padding mask in cross-attention (float64)."""
+    """A (B, 1, T, T) bool padding+causal mask (float32), an (h, T, T) per-head mask, and a
+    (B, 1, 1, Tk) float 0/-inf key-padding mask in cross-attention (float64)."""
     sd = mha_weights(8, seed=130)
     x = randn(2, 4, 8, seed=131)  # (B, T, D)
     pad = torch.tensor([[False] * 4, [False, False, True, True]])  # (B, T) lengths 4, 2
     mask = pad[:, None, None, :] | future(4, 4)  # (B, 1, T, T)
     check_mha(
         hw, sd, 2, x, mask=mask, dtype=torch.float32, what="masked self-attention"
+    )
+    # (h, T, T) broadcasts as (1, h, T, T): one mask per head, shared by the batch
+    per_head = torch.stack([future(4, 4), torch.zeros(4, 4, dtype=torch.bool)])
+    per_head[1, 1:, 0] = True  # head 1: every query but the first ignores key 0
+    check_mha(
+        hw, sd, 2, x, mask=per_head, what="self-attention, a per-head (h, T, T) mask"
     )
     context = randn(2, 5, 8, seed=132)  # (B, Tk, D)
     key_pad = torch.zeros(2, 1, 1, 5, dtype=torch.float64)
