@@ -31,6 +31,7 @@ from autograder.points import MODULES, PACKAGE, PARTS, part_of_file
 
 SOFTMAX = frozenset(
     {"softmax", "_softmax", "Softmax", "Softmax2d", "softmin", "Softmin"}
+    | {"logcumsumexp", "cross_entropy"}  # a softmax in all but name
     | {"log_softmax", "_log_softmax", "LogSoftmax", "logsumexp"}
     | {"special_softmax", "special_log_softmax", "special_logsumexp"}
     | {"_safe_softmax", "_masked_softmax", "gumbel_softmax"}
@@ -57,6 +58,18 @@ NORMALIZATION = frozenset(
     | {"local_response_norm", "LocalResponseNorm", "CrossMapLRN2d"}
 )
 
+#: Words that name a library function of each family whatever else its name says (private
+#: kernels, variants): what a library path is checked against besides the lists.
+FAMILY_WORDS = {
+    SOFTMAX: ("softmax", "softmin", "logsumexp", "logcumsumexp", "cross_entropy"),
+    ATTENTION: ("attention", "multihead", "sdp_", "_sdp", "transformer"),
+    NORMALIZATION: (
+        *("layer_norm", "layernorm", "rms_norm", "rmsnorm", "group_norm", "groupnorm"),
+        *("batch_norm", "batchnorm", "instance_norm", "instancenorm"),
+        *("local_response_norm", "localresponsenorm", "crossmaplrn"),
+    ),
+}
+
 #: file -> names forbidden in it (SPEC.md: parts 1, 3, 6 forbid part 1's list; 5 adds
 #: normalization; the char-LM may use a softmax for sampling and the loss, not the layers).
 RULES: dict[str, frozenset[str]] = {
@@ -73,7 +86,20 @@ EVERY_FORBIDDEN = frozenset().union(*RULES.values())
 
 #: Modules whose only use here is to reach around the rules: the grader itself, and tools that
 #: read any object or frame of the process.
-TAMPER_MODULES = frozenset({"autograder", "tests", "ctypes", "gc", "inspect"})
+TAMPER_MODULES = frozenset(
+    {"autograder", "tests", "ctypes", "gc", "inspect"}
+    # what turns a string into an object: a name resolved, a pickle loaded, code run
+    | {"pickle", "_pickle", "copyreg", "marshal", "shelve", "pkgutil", "pydoc", "runpy"}
+    | {"code", "codeop", "_operator", "builtins"}
+)
+#: Library objects that resolve a dotted name from a string.
+STRING_RESOLVERS = ("string.Formatter", "importlib.util", "importlib.machinery")
+#: Builtins that look up, set or run by a string: fine called directly (the call is judged),
+#: an evasion handed on as a value (``functools.partial(getattr, ...)``, ``[getattr][0]``).
+DYNAMIC_BUILTINS = frozenset(
+    {"getattr", "setattr", "delattr", "vars", "globals", "locals", "__import__"}
+    | {"eval", "exec", "compile", "breakpoint"}
+)
 #: What of ``gc`` reaches no object: ``import gc`` for ``gc.collect()`` is fine, any other use
 #: of the module (``gc.get_referents``, the module handed on) is not.
 GC_HARMLESS = frozenset({"collect", "enable", "disable", "isenabled"})
@@ -172,12 +198,27 @@ def scan_package(package_dir: Path) -> list[Violation]:
         path = Path(package_dir) / f"{name}.py"
         if path.is_file():
             sources[path.name] = read_source(path.read_bytes())
-    package = _Package(sources)
-    violations = [
-        v for filename in sorted(sources) for v in package.violations(filename)
-    ]
+    try:
+        package = _Package(sources)
+        violations = [
+            v for filename in sorted(sources) for v in package.violations(filename)
+        ]
+    except RecursionError:  # expressions nested hundreds deep: unreadable, not a crash
+        violations = [
+            Violation(name, 1, "expressions nested too deeply to check", True, True)
+            for name in sorted(sources)
+            if _too_deep(sources[name])
+        ] or [Violation(min(sources), 1, "code too deeply nested to check", True, True)]
     _parse_kept.cache_clear()  # the trees staging kept for this scan
     return violations
+
+
+def _too_deep(source: str) -> bool:
+    try:
+        _Package({"masks.py": source}).violations("masks.py")
+    except RecursionError:
+        return True
+    return False
 
 
 # What a name can be bound to ----------------------------------------------------------------
@@ -252,6 +293,7 @@ class _Module:
         self.local_names, self.declared = self._scope_names()
         self._homes: dict[tuple[ast.AST, str], ast.AST | None] = {}
         self._saturated: set = set()  # bindings grown past MAX_VALUES: opaque for good
+        self._resolved: dict[ast.AST, tuple[int, set]] = {}
 
     # Scopes, as Python's compiler sees them ----------------------------------------------------
     def scope_of(self, node: ast.AST) -> ast.AST:
@@ -423,7 +465,10 @@ class _Module:
         if (id(table), key) in self._saturated:
             return
         bound = table.setdefault(key, set())
+        size = len(bound)
         bound.update(values)
+        if len(bound) != size:
+            self.package.version += 1
         if len(bound) > MAX_VALUES:
             table[key] = {OPAQUE}
             self._saturated.add((id(table), key))
@@ -465,6 +510,8 @@ class _Module:
         parts = dotted.split(".")
         if parts[0] == PACKAGE:
             return {("own", ".".join(parts[1:]) or PACKAGE)}
+        if parts[0] in MODULES:  # ``import attention``, a script's fallback import
+            return {("own", dotted)}
         return {("lib", dotted)}
 
     def _imported(self, node: ast.ImportFrom, name: str) -> set[tuple[str, str]]:
@@ -480,6 +527,17 @@ class _Module:
 
     # Resolving an expression -----------------------------------------------------------------
     def resolve(self, node: ast.AST) -> set[tuple[str, str]]:
+        """What ``node`` may be. Kept until a binding anywhere grows: an expression such as
+        ``f()()()`` is resolved from several places, and anew each time its cost would
+        multiply with each call."""
+        kept = self._resolved.get(node)
+        if kept is not None and kept[0] == self.package.version:
+            return kept[1]
+        values = self._resolve(node)
+        self._resolved[node] = (self.package.version, values)
+        return values
+
+    def _resolve(self, node: ast.AST) -> set[tuple[str, str]]:
         if isinstance(node, ast.Name):
             values = self._name_value(node)
             if values is not None:
@@ -535,7 +593,15 @@ class _Module:
         """A call of the student's own class makes the student's own object: its attributes
         are the class's (a forbidden class among its bases is judged in the class statement;
         what another library base brings, the run-time watch sees). Any other call's result
-        is opaque."""
+        is opaque. ``super()`` and ``type(self)`` in a method are the student's own too."""
+        if _is_builtin_call(node, "super", self) and not node.args:
+            return {("own", "super()")}
+        if (
+            _is_builtin_call(node, "type", self)
+            and len(node.args) == 1
+            and _all_own(self.resolve(node.args[0]))
+        ):
+            return {("own", "type()")}
         classes = self.resolve(node.func)
         if classes and all(
             kind == "own" and self.package.is_class(where) for kind, where in classes
@@ -578,7 +644,11 @@ class _Module:
             if name is not None:
                 return base, name
             return None if _all_own(base) else "unresolved"
-        if isinstance(func, ast.Attribute) and func.attr == "__getattribute__" and args:
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in ("__getattribute__", "__getattr__")
+            and args
+        ):
             base = self.resolve(func.value)
             if (attr := _const_str(args[0])) is not None:
                 return base, attr
@@ -610,20 +680,27 @@ class _Module:
     def violations(self, forbidden: frozenset[str]) -> list[Violation]:
         found = []
 
-        def add(node, call, evasion=False):
-            found.append(Violation(self.filename, node.lineno, call, evasion, evasion))
+        def add(node, call, evasion=False, lookup=False):
+            # A lookup on an object that is no library's costs its own part, unless its
+            # result can reach another file (it runs at import, or in a def or class that
+            # another file uses); every other evasion costs every part.
+            whole = evasion and not (lookup and not self._serves_others(node))
+            found.append(Violation(self.filename, node.lineno, call, evasion, whole))
 
         for node in self.nodes:
-            if isinstance(node, (ast.Name, ast.Attribute)) and self._modules_at_large(
-                node
+            if isinstance(node, (ast.Name, ast.Attribute)) and (
+                self._modules_at_large(node) or self._string_resolver(node)
             ):
                 add(node, _snippet(self.parents[node]), evasion=True)
             elif isinstance(node, ast.Attribute):
                 if node.attr in TAMPER_ATTRIBUTES:
                     if not self._resolved_namespace(node):
-                        add(node, _snippet(node), evasion=True)
+                        lookup = node.attr == "__dict__" and not self._lib_based(
+                            node.value
+                        )
+                        add(node, _snippet(node), evasion=True, lookup=lookup)
                 elif (
-                    node.attr in forbidden
+                    _forbidden(node.attr, forbidden, self._lib_based(node.value))
                     and not _all_own(self.resolve(node.value))
                     and not self._only_named(node)
                 ):
@@ -638,7 +715,9 @@ class _Module:
                         self._judge_value(
                             add, node, a.name, self._imported(node, a.name), forbidden
                         )
-                    elif a.name in forbidden:
+                    elif _forbidden(a.name, forbidden) and not self._only_tested(
+                        a.asname or a.name, self.scope_of(node), node
+                    ):
                         add(node, f"{module}.{a.name}")
                 if (
                     not own
@@ -655,6 +734,8 @@ class _Module:
                     for a in node.names
                 ):
                     add(node, _snippet(node), evasion=True)
+            elif isinstance(node, ast.Name) and self._dynamic_builtin_as_value(node):
+                add(node, _snippet(self.parents[node]), evasion=True)
             elif isinstance(node, ast.Name) and type(node.ctx) is ast.Load:
                 if ("lib", "gc") in (self._name_value(node) or ()) and not (
                     isinstance(parent := self.parents.get(node), ast.Attribute)
@@ -669,12 +750,21 @@ class _Module:
                     in TAMPER_MODULES | {"?"}
                 ):
                     add(node, _snippet(node), evasion=True)
-                elif _const_str(node.slice) in forbidden and any(
-                    kind == "lib" and where.split(".")[-1] in forbidden
+                elif _forbidden(_const_str(node.slice) or "", forbidden) and any(
+                    kind == "lib" and _forbidden(where.split(".")[-1], forbidden)
                     for kind, where in self._subscript_value(node)
                 ):
                     add(node, _snippet(node))
         return sorted(set(found), key=lambda v: (v.line, v.call))
+
+    def _dynamic_builtin_as_value(self, node: ast.Name) -> bool:
+        """``getattr`` and its kin handed on rather than called (a call is judged as one)."""
+        if type(node.ctx) is not ast.Load or node.id not in DYNAMIC_BUILTINS:
+            return False
+        if self._name_value(node) is not None:
+            return False  # the student's own name
+        parent = self.parents.get(node)
+        return not (isinstance(parent, ast.Call) and parent.func is node)
 
     def _modules_at_large(self, node: ast.AST) -> bool:
         """``sys.modules`` used other than by a subscript (``sys.modules.get(...)``,
@@ -687,7 +777,29 @@ class _Module:
             return False
         if isinstance(parent, ast.Attribute) and parent.attr == "modules":
             return False  # the ``sys`` of ``sys.modules``
+        if isinstance(parent, ast.Compare) and node in parent.comparators:
+            return False  # ``"google.colab" in sys.modules``
         return _is_sys_modules(node, self)
+
+    def _serves_others(self, node: ast.AST) -> bool:
+        """``node`` runs at import, or in a function or class another student file names."""
+        statement = node
+        while self.parents.get(statement) is not self.tree:
+            statement = self.parents[statement]
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return self.package.mentioned_elsewhere(statement.name, self)
+        return True
+
+    def _lib_based(self, node: ast.AST) -> bool:
+        return any(kind == "lib" for kind, _ in self.resolve(node))
+
+    def _string_resolver(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Name) and type(node.ctx) is not ast.Load:
+            return False
+        return any(
+            kind == "lib" and where.startswith(STRING_RESOLVERS)
+            for kind, where in self.resolve(node)
+        )
 
     def _only_named(self, node: ast.Attribute) -> bool:
         """``node`` names a library class without reaching it: the class the builtin
@@ -736,25 +848,39 @@ class _Module:
             isinstance(op, _NAMING_TESTS) for op in parent.ops
         ):
             return True
-        return isinstance(parent, ast.MatchClass) and parent.cls is node
+        return (
+            isinstance(parent, ast.MatchClass) and parent.cls is node
+        ) or isinstance(parent, ast.MatchValue)
 
     def _used_only_as_named(self, target: ast.Name) -> bool:
-        """The name ``target`` binds is used in this file, every use a test against it or an
-        annotation, and no other student file can import it."""
-        home = self.home(self.binding_scope(target), target.id)
-        if home is self.tree and self.package.mentioned_elsewhere(target.id, self):
+        return self._only_tested(target.id, self.binding_scope(target), target)
+
+    def _only_tested(self, name: str, scope: ast.AST, binder: ast.AST) -> bool:
+        """The name ``binder`` binds in ``scope`` is used in this file (as ``self.<name>`` too,
+        for a class attribute), every use a test against it or an annotation, and no other
+        student file can import it."""
+        home = self.home(scope, name) or scope
+        if home is self.tree and self.package.mentioned_elsewhere(name, self):
             return False
+        in_class = isinstance(home, ast.ClassDef)
         used = False
         for node in self.nodes:
-            if (
-                node is target
-                or not isinstance(node, ast.Name)
-                or node.id != target.id
-                or self.home(self.scope_of(node), node.id) is not home
+            if node is binder:
+                continue
+            if isinstance(node, ast.Name) and node.id == name:
+                if self.home(self.scope_of(node), name) is not home:
+                    continue
+                if not isinstance(node.ctx, ast.Load):
+                    return False  # bound again: to what, the uses no longer say
+            elif not (
+                in_class
+                and isinstance(node, ast.Attribute)
+                and node.attr == name
+                and self._is_self(node.value)
             ):
                 continue
             if not isinstance(node.ctx, ast.Load):
-                return False  # bound again: to what, the uses no longer say
+                return False
             child, parent = self._container(node)
             if not (
                 self._tested_against(node, child, parent) or self._in_annotation(node)
@@ -782,10 +908,17 @@ class _Module:
     def _judge_call(self, add, node: ast.Call, forbidden) -> None:
         target = self.dynamic_target(node)
         if target == "unresolved":
-            add(node, _snippet(node), evasion=True)
+            func = node.func
+            on = node.args[0] if _is_builtin_call(node, "getattr", self) else None
+            if isinstance(func, ast.Attribute) and func.attr.startswith("__getattr"):
+                on = func.value
+            lookup = on is not None and not self._lib_based(on)
+            add(node, _snippet(node), evasion=True, lookup=lookup)
         elif target is not None:
             base, name = target
-            if name in forbidden and not _all_own(base):
+            if not _all_own(base) and _forbidden(
+                name, forbidden, any(kind == "lib" for kind, _ in base)
+            ):
                 add(node, _snippet(node))
         elif any(_is_builtin_call(node, b, self) for b in ("eval", "exec", "compile")):
             add(node, _snippet(node), evasion=True)
@@ -795,7 +928,7 @@ class _Module:
             name = _const_str(node.args[0]) if node.args else None
             if name is None:
                 add(node, _snippet(node), evasion=True)
-            elif name.split(".")[-1] in forbidden:
+            elif _forbidden(name.split(".")[-1], forbidden):
                 add(node, _snippet(node))
 
     def _judge_own(self, add, node, base, attr: str, forbidden) -> None:
@@ -807,7 +940,7 @@ class _Module:
 
     def _judge_value(self, add, node, name: str, values, forbidden) -> None:
         for kind, where in values:
-            if kind == "lib" and where.split(".")[-1] in forbidden:
+            if kind == "lib" and _forbidden(where.split(".")[-1], forbidden):
                 add(node, f"{name} (bound to {where} in another file)")
             elif kind == "hidden" and not where.startswith(self.filename + ":"):
                 add(node, f"{name} (bound at {where})", evasion=True)
@@ -836,6 +969,7 @@ class _Package:
     """Every student file, read together, so one file's binding is known in another."""
 
     def __init__(self, sources: dict[str, str]):
+        self.version = 0  # grows with every binding learned (``_Module.resolve``)
         self.modules = {
             name.removesuffix(".py"): _Module(self, name, text)
             for name, text in sources.items()
@@ -905,6 +1039,20 @@ class _Package:
             dataclasses.replace(v, whole=True)
             for v in module.violations(EVERY_FORBIDDEN)
         ]
+
+
+def _forbidden(name: str, forbidden: frozenset[str], library: bool = True) -> bool:
+    """``name`` is forbidden: listed, or, for a library object, a name of its family
+    (``_scaled_dot_product_flash_attention_for_cpu``, ``_batch_norm_impl_index``)."""
+    if name in forbidden:
+        return True
+    lowered = name.lower()
+    return library and any(
+        word in lowered
+        for family, words in FAMILY_WORDS.items()
+        if family <= forbidden
+        for word in words
+    )
 
 
 def _all_own(values) -> bool:

@@ -158,6 +158,10 @@ def pytest_collection_modifyitems(session, config, items):
             raise pytest.UsageError(
                 f"test points per part {wrong} differ from autograder.points"
             )
+    # Every public test before every hidden one (the order within each kept): student code
+    # sees the hidden tests' inputs in its process, and must not be able to carry them into
+    # a public test's feedback, which the student reads before the hidden tests are shown.
+    items.sort(key=lambda item: (item.stash[MARKS] or (0, 0, ""))[2] == "hidden")
 
 
 def _seed_once(test) -> None:
