@@ -82,6 +82,20 @@ HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
         # A call's result is the student's own object only when the call makes an own class.
         "def make():\n    return torch\ny = make().softmax(x, -1)",
         "class K(nn.Softmax):\n    pass\ny = K()(x)",
+        # Library kernels by their family's name, and softmaxes in all but name.
+        "y = torch._scaled_dot_product_flash_attention_for_cpu(q, k, v)",
+        "y = torch._transformer_encoder_layer_fwd(x)",
+        "y = F.cross_entropy(x, t, reduction='none')",
+        "y = torch.logcumsumexp(x, -1)",
+        # Lookups by a string the scan cannot follow.
+        "y = torch.ops.aten.__getattr__('_soft' + 'max')",
+        "import functools\nf = functools.partial(getattr, torch)",
+        "TOOLS = [getattr]",
+        "def f(g=getattr):\n    return g",
+        "import pickle\nf = pickle.loads(blob)",
+        "import pkgutil\nf = pkgutil.resolve_name(name)",
+        "import string\nf = string.Formatter().get_field(name, (torch,), {})",
+        "import _operator\nf = _operator.attrgetter(name)",
     ],
 )
 def test_forbidden_uses_are_found(line):
@@ -138,6 +152,24 @@ def test_forbidden_uses_are_found(line):
             "        return self.k.softmax(x), [getattr(self.k, n) for n in names]"
         ),
         "class R:\n    pass\nrecord = dict(R().__dict__)",
+        # super(), type(self), a script's fallback import, classes only tested against.
+        (
+            "class A:\n    def softmax(self, x):\n        return x\nclass B(A):\n"
+            "    def softmax(self, x):\n        return super().softmax(x)\n"
+            "    def again(self, x):\n        return type(self).softmax(self, x)"
+        ),
+        (
+            "try:\n    from transformer_hw import attention\nexcept ImportError:\n"
+            "    import attention\ny = attention.scaled_dot_product_attention(q, k, v)"
+        ),
+        "from torch.nn import MultiheadAttention as M\nok = isinstance(m, (M, Own))",
+        (
+            "class C:\n    kinds = (nn.MultiheadAttention, nn.Linear)\n"
+            "    def f(self, m):\n        return isinstance(m, self.kinds)"
+        ),
+        "match type(m):\n    case nn.MultiheadAttention:\n        pass",
+        "import sys\ncolab = 'google.colab' in sys.modules",
+        "import string\nletters = string.ascii_letters",
     ],
 )
 def test_own_code_comments_and_strings_are_not(line):
@@ -154,6 +186,8 @@ def test_rules_follow_the_file():
     (softmax,) = scan_source("rope.py", HEADER + "y = torch.softmax(x, -1)\n")
     assert softmax.parts == tuple(PARTS) and "every part" in softmax.describe()
     assert scan_source("masks.py", HEADER + "y = torch.exp(x)\n") == []
+    (kernel,) = scan_source("norm.py", HEADER + "y = torch._batch_norm_impl_index(x)\n")
+    assert kernel.parts == (5,)
 
 
 @pytest.mark.parametrize(
@@ -174,6 +208,37 @@ def test_reaching_the_graders_machinery_costs_every_part_from_any_file(line):
     for filename in ("masks.py", "attention.py"):
         found = scan_source(filename, HEADER + line + "\n")
         assert found and all(v.parts == tuple(PARTS) for v in found), (filename, line)
+
+
+def test_a_lookup_on_an_object_of_no_library_costs_its_own_part_unless_shared(tmp_path):
+    """In a def no other file uses it costs that part; where another file can reach its
+    result (heads.get handed torch._C... by attention.py) it costs every part."""
+    lookup = (
+        "def init(model, names):\n    return [getattr(model.attn, n) for n in names]\n"
+    )
+    (found,) = scan_source("charlm.py", HEADER + lookup)
+    assert found.evasion and found.parts == (7,)
+    package = tmp_path / "transformer_hw"
+    package.mkdir()
+    (package / "heads.py").write_text(
+        "def get(ns, *names):\n    for n in names:\n        ns = getattr(ns, n)\n"
+        "    return ns\n"
+    )
+    (package / "attention.py").write_text(
+        "import torch\nfrom transformer_hw.heads import get\n"
+        "def softmax(x, dim=-1):\n    return get(torch, '_C', 'sm')(x, dim)\n"
+    )
+    (found,) = scan_package(package)
+    assert found.file == "heads.py" and found.parts == tuple(PARTS)
+
+
+def test_nesting_too_deep_to_read_is_reported_not_raised(tmp_path):
+    package = tmp_path / "transformer_hw"
+    package.mkdir()
+    (package / "rope.py").write_text("y = " + "x if c else " * 1500 + "0\n")
+    (package / "masks.py").write_text("import torch\n")
+    (found,) = scan_package(package)
+    assert found.file == "rope.py" and found.parts == tuple(PARTS)
 
 
 def test_gc_collect_is_harmless():
@@ -236,7 +301,7 @@ def test_aliases_that_multiply_and_long_chains_stay_cheap():
     aliases = "ops = torch\n" + "".join(
         f"ops = ops.{name}\n" for name in ("linalg", "fft", "special", "nn", "sparse")
     )
-    chain = "y = ops" + ".real" * 300 + "\n"
+    chain = "y = ops" + ".real" * 300 + "\n" + "z = f" + "()" * 40 + "\n"
     signal.signal(signal.SIGALRM, _too_slow)
     signal.alarm(120)
     try:
