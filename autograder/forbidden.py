@@ -13,7 +13,9 @@ count, nor do comments and strings, nor a library class only named: tested again
 cannot resolve (a computed attribute name, a function's globals or closure cells, code built
 from strings, the grader's own modules) is refused as an evasion in every student file, at the
 cost of every part: its result may serve any file, and entry points such as
-``torch._C._VariableFunctions.softmax`` are out of the run-time watch's reach. A file without a
+``torch._C._VariableFunctions.softmax`` are out of the run-time watch's reach (a computed
+attribute of an object that is no library's costs only its own part where no other file can
+reach its result). Library names also match by family (``FAMILY_WORDS``). A file without a
 forbidden list of its own (masks.py, rope.py) is read with every list, at the same cost. The
 run-time watch (``autograder.tripwire``) covers what a library does on the student's behalf.
 """
