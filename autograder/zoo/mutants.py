@@ -41,6 +41,17 @@ ROPE_ROTATION = """    a, b = x[..., 0::2], x[..., 1::2]  # (..., T, d_head/2) e
     return rotated.flatten(-2)  # (..., T, d_head)"""
 
 
+#: The reference's masking and softmax (attention.py), which two mutants move around.
+MASKING = """        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(mask, float("-inf"))
+        else:
+            scores = scores + mask
+    if torch.isneginf(scores).all(dim=-1).any():
+        raise ValueError("mask prohibits every key for at least one query row")
+    weights = softmax(scores, dim=-1)  # (..., Tq, Tk)
+"""
+
+
 CATALOGUE: tuple[Mutant, ...] = (
     # Part 1 -----------------------------------------------------------------------------------
     Mutant(
@@ -48,14 +59,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "attention.py",
         (
             (
-                """        if mask.dtype == torch.bool:
-            scores = scores.masked_fill(mask, float("-inf"))
-        else:
-            scores = scores + mask
-    if torch.isneginf(scores).all(dim=-1).any():
-        raise ValueError("mask prohibits every key for at least one query row")
-    weights = softmax(scores, dim=-1)  # (..., Tq, Tk)
-""",
+                MASKING,
                 """        prohibited = mask if mask.dtype == torch.bool else torch.isneginf(mask)
         if prohibited.expand(scores.shape).all(dim=-1).any():
             raise ValueError("mask prohibits every key for at least one query row")
@@ -74,14 +78,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "attention.py",
         (
             (
-                """        if mask.dtype == torch.bool:
-            scores = scores.masked_fill(mask, float("-inf"))
-        else:
-            scores = scores + mask
-    if torch.isneginf(scores).all(dim=-1).any():
-        raise ValueError("mask prohibits every key for at least one query row")
-    weights = softmax(scores, dim=-1)  # (..., Tq, Tk)
-""",
+                MASKING,
                 """        prohibited = mask if mask.dtype == torch.bool else torch.isneginf(mask)
         if prohibited.expand(scores.shape).all(dim=-1).any():
             raise ValueError("mask prohibits every key for at least one query row")

@@ -3,6 +3,7 @@ way those tests start whole processes."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from autograder import cli, zoo
-from autograder.points import TOTAL_POINTS
+from autograder.points import PACKAGE, TOTAL_POINTS
+from autograder.protocol import InProcessSubmission
 from autograder.release import SOLUTIONS
+from autograder.sandbox import IsolatedSubmission
 from autograder.zoo import examples
 from autograder.zoo.mutants import CATALOGUE, apply
 
@@ -20,6 +23,19 @@ EXAMPLES = REPO / "examples" / "submissions"
 #: Part 4 (RoPE): quick, and the example batch and the mutant below make mistakes there.
 KEYWORD = "part4"
 MUTANT = next(m for m in CATALOGUE if m.name == "rope-wrong-direction")
+
+
+@contextlib.contextmanager
+def probed_submission(kind: str, tmp_path_factory, probes: str):
+    """The reference with ``probes`` added to masks.py, ``"in-process"`` or ``"isolated"``."""
+    root = tmp_path_factory.mktemp("probed") / "sub"
+    shutil.copytree(SOLUTIONS, root / PACKAGE)
+    masks = root / PACKAGE / "masks.py"
+    masks.write_text(masks.read_text() + probes)
+    with (InProcessSubmission if kind == "in-process" else IsolatedSubmission)(
+        root
+    ) as hw:
+        yield hw
 
 
 class Run:

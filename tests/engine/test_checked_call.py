@@ -3,17 +3,10 @@ arguments it changed, in-process and through the sandbox alike."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 import torch
 
-from autograder.points import PACKAGE
-from autograder.protocol import InProcessSubmission
-from autograder.sandbox import IsolatedSubmission
-
-REPO = Path(__file__).resolve().parents[2]
+from .conftest import probed_submission
 
 PROBES = '''
 
@@ -36,12 +29,7 @@ def nest(pair, scale):
 
 @pytest.fixture(scope="module", params=["in-process", "isolated"])
 def hw(request, tmp_path_factory):
-    root = tmp_path_factory.mktemp("checked") / "sub"
-    shutil.copytree(REPO / "solutions" / PACKAGE, root / PACKAGE)
-    masks = root / PACKAGE / "masks.py"
-    masks.write_text(masks.read_text() + PROBES)
-    kind = InProcessSubmission if request.param == "in-process" else IsolatedSubmission
-    with kind(root) as submission:
+    with probed_submission(request.param, tmp_path_factory, PROBES) as submission:
         yield submission
 
 

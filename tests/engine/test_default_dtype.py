@@ -3,17 +3,12 @@ put back afterwards even when the code raises, in-process and through the sandbo
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 import torch
 
-from autograder.points import PACKAGE
-from autograder.protocol import InProcessSubmission, StudentError
-from autograder.sandbox import IsolatedSubmission
+from autograder.protocol import StudentError
 
-REPO = Path(__file__).resolve().parents[2]
+from .conftest import probed_submission
 
 PROBES = """
 
@@ -28,12 +23,7 @@ def fail_under_default(message):
 
 @pytest.fixture(scope="module", params=["in-process", "isolated"])
 def hw(request, tmp_path_factory):
-    root = tmp_path_factory.mktemp("default-dtype") / "sub"
-    shutil.copytree(REPO / "solutions" / PACKAGE, root / PACKAGE)
-    masks = root / PACKAGE / "masks.py"
-    masks.write_text(masks.read_text() + PROBES)
-    kind = InProcessSubmission if request.param == "in-process" else IsolatedSubmission
-    with kind(root) as submission:
+    with probed_submission(request.param, tmp_path_factory, PROBES) as submission:
         yield submission
 
 

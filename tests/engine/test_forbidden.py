@@ -218,25 +218,21 @@ def test_a_lookup_on_an_object_of_no_library_costs_its_own_part_unless_shared(tm
     )
     (found,) = scan_source("charlm.py", HEADER + lookup)
     assert found.evasion and found.parts == (7,)
-    package = tmp_path / "transformer_hw"
-    package.mkdir()
-    (package / "heads.py").write_text(
-        "def get(ns, *names):\n    for n in names:\n        ns = getattr(ns, n)\n"
-        "    return ns\n"
-    )
-    (package / "attention.py").write_text(
-        "import torch\nfrom transformer_hw.heads import get\n"
-        "def softmax(x, dim=-1):\n    return get(torch, '_C', 'sm')(x, dim)\n"
+    package = write_package(
+        tmp_path,
+        heads="def get(ns, *names):\n    for n in names:\n        ns = getattr(ns, n)\n"
+        "    return ns\n",
+        attention="import torch\nfrom transformer_hw.heads import get\n"
+        "def softmax(x, dim=-1):\n    return get(torch, '_C', 'sm')(x, dim)\n",
     )
     (found,) = scan_package(package)
     assert found.file == "heads.py" and found.parts == tuple(PARTS)
 
 
 def test_nesting_too_deep_to_read_is_reported_not_raised(tmp_path):
-    package = tmp_path / "transformer_hw"
-    package.mkdir()
-    (package / "rope.py").write_text("y = " + "x if c else " * 1500 + "0\n")
-    (package / "masks.py").write_text("import torch\n")
+    package = write_package(
+        tmp_path, rope="y = " + "x if c else " * 1500 + "0\n", masks="import torch\n"
+    )
     (found,) = scan_package(package)
     assert found.file == "rope.py" and found.parts == tuple(PARTS)
 
@@ -278,16 +274,22 @@ def test_a_name_bound_in_another_student_file_is_judged_where_it_is_used(tmp_pat
 
 def test_a_tuple_of_classes_another_file_imports_is_a_use(tmp_path):
     """Only named where it is bound, but attention.py may call what it imports."""
-    package = tmp_path / "transformer_hw"
-    package.mkdir()
-    (package / "heads.py").write_text(
-        "from torch import nn\nKINDS = (nn.MultiheadAttention,)\n"
-        "def known(m):\n    return isinstance(m, KINDS)\n"
-    )
-    (package / "attention.py").write_text(
-        "from transformer_hw.heads import KINDS\nlayer = KINDS[0](4, 2)\n"
+    package = write_package(
+        tmp_path,
+        heads="from torch import nn\nKINDS = (nn.MultiheadAttention,)\n"
+        "def known(m):\n    return isinstance(m, KINDS)\n",
+        attention="from transformer_hw.heads import KINDS\nlayer = KINDS[0](4, 2)\n",
     )
     assert {(v.file, v.line) for v in scan_package(package)} == {("heads.py", 2)}
+
+
+def write_package(tmp_path, **modules: str):
+    """A ``transformer_hw`` folder holding these modules' sources."""
+    package = tmp_path / "transformer_hw"
+    package.mkdir()
+    for name, source in modules.items():
+        (package / f"{name}.py").write_text(source)
+    return package
 
 
 def test_the_reference_is_clean():
