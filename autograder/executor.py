@@ -68,11 +68,10 @@ class Executor:
         for earlier in Executor._roots:
             while earlier in sys.path:
                 sys.path.remove(earlier)
-        Executor._roots = (
-            () if root in sys.path else (root,)
-        )  # not one put there by others
-        if root in sys.path:
+        Executor._roots = (root,)
+        if root in sys.path:  # put there by others: theirs to keep
             sys.path.remove(root)
+            Executor._roots = ()
         sys.path.insert(0, root)
         # A fresh worker has none to forget, and walking all of sys.modules there would copy
         # the pages it shares with the template (milliseconds per worker).
@@ -136,7 +135,7 @@ class Executor:
             saved = torch.get_default_dtype()
             torch.set_default_dtype(dtype)
             try:
-                return self._resolve(name)(*args, **kwargs)
+                return self._dispatch("call", None, name, args, kwargs)
             finally:
                 torch.set_default_dtype(saved)
         obj = self._objects[target.id]

@@ -134,10 +134,11 @@ class Violation:
     def describe(self) -> str:
         where = f"{self.file}:{self.line} uses `{self.call}`"
         if self.evasion:
+            cost = "every part" if self.whole else "this part"
             return (
                 f"{where}, which hides which library function it reaches or reaches into "
                 "the grader; no student file may (the README's Forbidden calls: write library "
-                "calls out by name), so it costs every part"
+                f"calls out by name), so it costs {cost}"
             )
         if self.whole:
             return (
@@ -393,9 +394,8 @@ class _Module:
         return None
 
     # Collecting bindings --------------------------------------------------------------------
-    def bind_all(self) -> bool:
-        """One round of collection; True when something new was learned."""
-        before = self._learned()
+    def bind_all(self) -> None:
+        """One round of collection (what it learns grows ``package.version``)."""
         for node in self.binders:
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -432,12 +432,6 @@ class _Module:
                 self._assign_opaque(node.target)
             elif isinstance(node, ast.ExceptHandler) and node.name:
                 self._bind(node, node.name, {OPAQUE})
-        return self._learned() != before
-
-    def _learned(self) -> int:
-        return sum(map(len, self.bindings.values())) + sum(
-            map(len, self.attributes.values())
-        )
 
     def _bind_arguments(self, function: ast.AST, own_self: bool) -> None:
         """A function's parameters, bound in its own scope (``self`` and ``cls`` of a def are
@@ -793,7 +787,7 @@ class _Module:
         return True
 
     def _lib_based(self, node: ast.AST) -> bool:
-        return any(kind == "lib" for kind, _ in self.resolve(node))
+        return _any_lib(self.resolve(node))
 
     def _string_resolver(self, node: ast.AST) -> bool:
         if isinstance(node, ast.Name) and type(node.ctx) is not ast.Load:
@@ -872,8 +866,6 @@ class _Module:
             if isinstance(node, ast.Name) and node.id == name:
                 if self.home(self.scope_of(node), name) is not home:
                     continue
-                if not isinstance(node.ctx, ast.Load):
-                    return False  # bound again: to what, the uses no longer say
             elif not (
                 in_class
                 and isinstance(node, ast.Attribute)
@@ -882,7 +874,7 @@ class _Module:
             ):
                 continue
             if not isinstance(node.ctx, ast.Load):
-                return False
+                return False  # bound again: to what, the uses no longer say
             child, parent = self._container(node)
             if not (
                 self._tested_against(node, child, parent) or self._in_annotation(node)
@@ -918,9 +910,7 @@ class _Module:
             add(node, _snippet(node), evasion=True, lookup=lookup)
         elif target is not None:
             base, name = target
-            if not _all_own(base) and _forbidden(
-                name, forbidden, any(kind == "lib" for kind, _ in base)
-            ):
+            if not _all_own(base) and _forbidden(name, forbidden, _any_lib(base)):
                 add(node, _snippet(node))
         elif any(_is_builtin_call(node, b, self) for b in ("eval", "exec", "compile")):
             add(node, _snippet(node), evasion=True)
@@ -977,10 +967,10 @@ class _Package:
             for name, text in sources.items()
         }
         for _ in range(8):  # aliases of aliases, across files: a few rounds settle them
-            learned = [
-                m.bind_all() for m in self.modules.values()
-            ]  # every module, each round
-            if not any(learned):
+            before = self.version
+            for module in self.modules.values():
+                module.bind_all()
+            if self.version == before:  # nothing learned this round
                 break
 
     def attribute(self, base, attr: str, module: _Module | None = None):
@@ -1055,6 +1045,10 @@ def _forbidden(name: str, forbidden: frozenset[str], library: bool = True) -> bo
         if family <= forbidden
         for word in words
     )
+
+
+def _any_lib(values) -> bool:
+    return any(kind == "lib" for kind, _ in values)
 
 
 def _all_own(values) -> bool:

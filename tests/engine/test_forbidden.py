@@ -218,6 +218,7 @@ def test_a_lookup_on_an_object_of_no_library_costs_its_own_part_unless_shared(tm
     )
     (found,) = scan_source("charlm.py", HEADER + lookup)
     assert found.evasion and found.parts == (7,)
+    assert found.describe().endswith("so it costs this part")
     package = write_package(
         tmp_path,
         heads="def get(ns, *names):\n    for n in names:\n        ns = getattr(ns, n)\n"
