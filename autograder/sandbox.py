@@ -63,6 +63,10 @@ MAX_DISARMED = 32
 _uids = itertools.count()
 
 
+#: How a request's error says the worker's reply was malformed (forged, not an exit).
+BROKE_PROTOCOL = "broke the protocol"
+
+
 @dataclass
 class Limits:
     """Per-submission limits: generous multiples of what the reference needs."""
@@ -198,7 +202,7 @@ class IsolatedSubmission(Submission):
             self._stop()
             raise _error(
                 "ProcessExit",
-                f"the submission's process broke the protocol during {label} ({exc})",
+                f"the submission's process {BROKE_PROTOCOL} during {label} ({exc})",
             ) from None
         # Each worker reports all it saw; a fresh worker starts from none: keep every record.
         self._violations += [

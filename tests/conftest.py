@@ -267,11 +267,12 @@ class ForbiddenGate:
 
     def _probe(self) -> None:
         from autograder import tripwire  # the grader's side only (not in a handout)
+        from autograder.sandbox import BROKE_PROTOCOL
 
         try:
             answer = self.hw.request("probe", None, None, self.probe_line)
         except StudentError as exc:
-            broke = "broke the protocol" in exc.message  # a forged answer, not an exit
+            broke = BROKE_PROTOCOL in exc.message  # a forged answer, not an exit
             if exc.is_a(TimeoutError) or (exc.type_name == "ProcessExit" and not broke):
                 return  # out of time, or a module that ends the process: no verdict
             missing = [f"the probe raised {exc.type_name}"]
