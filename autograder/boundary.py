@@ -9,6 +9,7 @@ is a proven tool, not our own namespace code:
 - an allow-list view of the filesystem: the system's ``/usr``, Python's installation and the
   engine read-only, the bug zoo covered, private size-capped ``/tmp`` and ``/dev/shm``; nothing
   else of the host (no checkout, no batch, no grades). Submissions' files arrive over the channel;
+- a minimal ``/dev``, with the host's GPU device nodes only when the grading runs on a GPU;
 - it dies with the grading process, and (as root) keeps only the capabilities the template needs
   to give each worker a fresh uid and private scratch folders (``TEMPLATE_CAPS``); every worker
   drops them all before student code runs; ``no_new_privs`` is always set.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
 import os
 import shutil
 import subprocess
@@ -59,21 +61,36 @@ def bwrap_path() -> str | None:
     return path if probe.returncode == 0 else None
 
 
-def command(code: str) -> tuple[list[str], str]:
+def command(code: str, gpu: bool = False) -> tuple[list[str], str]:
     """The command line that runs ``python -c code`` in the boundary (or, without bubblewrap,
-    on the host), and the folder the engine is imported from there."""
+    on the host), and the folder the engine is imported from there; ``gpu``: its workers grade
+    on a GPU."""
     python = [os.path.abspath(sys.executable), "-I", "-c", code]
     bwrap = bwrap_path()
     if bwrap is None:
         return python, str(ENGINE.parent)
-    return [bwrap, *arguments(), "--", *python], ENGINE_MOUNT
+    return [bwrap, *arguments(gpu), "--", *python], ENGINE_MOUNT
 
 
-def arguments() -> list[str]:
-    """bubblewrap's options: namespaces, capabilities and the allow-listed view."""
+#: The device nodes through which CUDA (and ROCm, which torch also calls ``cuda``) reach a GPU.
+GPU_NODES = ("/dev/nvidia*", "/dev/kfd", "/dev/dri")
+
+
+def gpu_device_nodes() -> list[str]:
+    """The host's GPU device nodes (files and folders of them), none where it has no GPU."""
+    return sorted({path for pattern in GPU_NODES for path in glob.glob(pattern)})
+
+
+def arguments(gpu: bool = False) -> list[str]:
+    """bubblewrap's options: namespaces, capabilities and the allow-listed view; ``gpu``: the
+    host's GPU device nodes too (bubblewrap's ``/dev`` has only null, zero, random and tty)."""
     args = ["--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid"]
     args += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     args += ["--proc", "/proc", "--dev", "/dev"]
+    # The view has no /etc/passwd: a user name where torch asks for one (its cache folders).
+    args += ["--setenv", "LOGNAME", "autograder"]
+    for node in gpu_device_nodes() if gpu else ():
+        args += ["--dev-bind", node, node]
     # A private /tmp and /dev/shm of capped size, writable by all (sticky, as usual).
     for size, folder in ((TMP_BYTES, "/tmp"), (SHM_BYTES, "/dev/shm")):
         args += ["--perms", "1777", "--size", str(size), "--tmpfs", folder]

@@ -107,7 +107,9 @@ def _new_session(settings: Settings) -> SuiteSession:
     from autograder import template_client
 
     # It boots while this process imports torch and collects.
-    template_client.start(optimizers=_whole_suite(settings))
+    template_client.start(
+        optimizers=_whole_suite(settings), gpu=settings.device.startswith("cuda")
+    )
     from autograder import sandbox
 
     limits = sandbox.Limits(hidden=list(settings.hidden_paths))
@@ -277,7 +279,9 @@ def _init_process(settings: Settings) -> None:
     global _SETTINGS
     from autograder import template_client
 
-    template_client.start(optimizers=_whole_suite(settings))
+    template_client.start(
+        optimizers=_whole_suite(settings), gpu=settings.device.startswith("cuda")
+    )
     import torch
 
     _SETTINGS = settings

@@ -30,6 +30,11 @@ class SuiteError(RuntimeError):
     """The suite itself did not run (not a failure of the code under test)."""
 
 
+class SandboxUnavailable(SuiteError):
+    """No worker can be started here (``template_client.spawn``): raised inside a test, it
+    makes the whole run the grader's failure, never a failed test."""
+
+
 @dataclass(frozen=True)
 class TestResult:
     nodeid: str
@@ -56,6 +61,8 @@ class Collector:
         self.errors: list[str] = []
         self.hw = None
         self.interrupted = False
+        # Why a test could not run the code under test (a ``SuiteError`` inside it).
+        self.unavailable = ""
 
     def pytest_keyboard_interrupt(self, excinfo):
         """Ctrl-C, not pytest's own stop after collection errors (a subclass)."""
@@ -88,6 +95,8 @@ class Collector:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
         report = yield
+        if call.excinfo is not None and call.excinfo.errisinstance(SuiteError):
+            self.unavailable = str(call.excinfo.value)
         points, part = (
             item.get_closest_marker("points"),
             item.get_closest_marker("part"),
@@ -285,6 +294,8 @@ def run_suite(
         code = pytest.main(argv, plugins=[collector, plugins_off, *(plugins or [])])
     if collector.interrupted:
         raise KeyboardInterrupt
+    if collector.unavailable:
+        raise SuiteError(collector.unavailable)
     if (
         code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
         or collector.errors
@@ -391,6 +402,8 @@ class _SubmissionLoop:
         while (job := self.jobs.get()) is not None:
             try:
                 job.results = self._run(session, job)
+            except SuiteError as exc:
+                job.error = str(exc)
             except Exception as exc:  # noqa: BLE001 - the submission's problem, not the loop's
                 job.error = f"the graded suite failed: {type(exc).__name__}: {exc}"
             finally:
@@ -402,6 +415,7 @@ class _SubmissionLoop:
         self.collector.scrub = job.scrub
         self.collector.results = {}
         self.collector.hw = None
+        self.collector.unavailable = ""
         items = session.items
         for item, nextitem in zip(items, [*items[1:], None], strict=True):
             item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
@@ -411,6 +425,8 @@ class _SubmissionLoop:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.stats.clear()
+        if self.collector.unavailable:
+            raise SuiteError(self.collector.unavailable)
         return _sorted(self.collector.results)
 
     def fail_waiting(self, reason: str) -> None:

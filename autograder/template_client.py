@@ -15,11 +15,17 @@ import os
 import select
 import socket
 import subprocess
+import tempfile
 import time
 
 from autograder import boundary
+from autograder.runner import SandboxUnavailable
 
 _templates = itertools.count()
+#: How much of the template's last output a failure to start quotes.
+LAST_WORDS = 1500
+
+
 #: The CPUs this process may use, as it started (before any thread was paired with one).
 _CPUS = os.sched_getaffinity(0)
 
@@ -27,14 +33,16 @@ _CPUS = os.sched_getaffinity(0)
 class TemplateClient:
     """Starts the template process (in the boundary) and talks to it over a SEQPACKET socket."""
 
-    def __init__(self, optimizers: bool):
+    def __init__(self, optimizers: bool, gpu: bool):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = "import sys; sys.path.insert(0, {engine!r}); " + (
             "from autograder.template import template_main; "
             f"template_main({theirs.fileno()}, {optimizers!r})"
         )
-        argv, engine = boundary.command(code)
+        argv, engine = boundary.command(code, gpu)
         argv[-1] = argv[-1].format(engine=engine)
+        # Its output, quoted when it cannot start (torch's import failing in the boundary, say).
+        self.output = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the template
         self.groups = boundary.ControlGroups(
             f"autograder-{os.getpid()}-{next(_templates)}"
         )
@@ -42,7 +50,8 @@ class TemplateClient:
             argv,
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            stdout=self.output,
+            stderr=self.output,
             cwd="/",
             preexec_fn=self._prepare,  # noqa: PLW1509 - no threads of its own are started here
         )
@@ -51,6 +60,7 @@ class TemplateClient:
         self.sock = ours
         self.dead = False
         self.optimizers = optimizers
+        self.gpu = gpu
         self._ended: dict[int, int] = {}  # pid -> wait status
 
     def _prepare(self) -> None:
@@ -70,6 +80,13 @@ class TemplateClient:
             self.process.kill()
             self.process.wait()
         self.groups.remove()
+        self.output.close()
+
+    def last_words(self) -> str:
+        """The end of what the template printed (its traceback, when it died at start)."""
+        self.output.seek(0, os.SEEK_END)
+        self.output.seek(max(0, self.output.tell() - LAST_WORDS))
+        return self.output.read().decode(errors="replace").strip() or "nothing"
 
     def spawn(self, socks: list[socket.socket], config: dict) -> int:
         """Fork a worker that serves ``socks[0]`` and dumps stacks into ``socks[1]``."""
@@ -130,35 +147,57 @@ _TEMPLATE: TemplateClient | None = None
 #: Whether this process's tests train (``start``, ``ready_optimizers``): a template started
 #: again is readied the same way.
 _OPTIMIZERS = False
+#: Why no worker can be started in this process, once a fresh template has failed.
+_UNAVAILABLE = ""
 
 
-def current() -> TemplateClient:
-    """This process's template, started (again) when there is none or it died."""
+def current(gpu: bool = False) -> TemplateClient:
+    """This process's template, started (again) when there is none, it died, or ``gpu`` asks
+    for a GPU it cannot reach."""
     global _TEMPLATE
-    if _TEMPLATE is None or _TEMPLATE.dead or _TEMPLATE.process.poll() is not None:
+    if (
+        _TEMPLATE is None
+        or _TEMPLATE.dead
+        or _TEMPLATE.process.poll() is not None
+        or (gpu and not _TEMPLATE.gpu)
+    ):
         if _TEMPLATE is not None:
             _TEMPLATE.close()
-        _TEMPLATE = TemplateClient(_OPTIMIZERS)
+        _TEMPLATE = TemplateClient(_OPTIMIZERS, gpu)
     return _TEMPLATE
 
 
 def spawn(socks: list[socket.socket], config: dict) -> int:
     """A worker from the template; a template that died is replaced once, so whatever ended
-    it never costs the submissions graded after."""
+    it never costs the submissions graded after. ``SandboxUnavailable`` when the replacement
+    fails too, and from then on at once (every later submission would fail the same way)."""
+    global _UNAVAILABLE
+    if _UNAVAILABLE:
+        raise SandboxUnavailable(_UNAVAILABLE)
+    gpu = config["device"].startswith("cuda")
     try:
-        return current().spawn(socks, config)
+        return current(gpu).spawn(socks, config)
     except (RuntimeError, OSError):
-        current().close()
-        return current().spawn(socks, config)
+        current(gpu).close()
+    fresh = current(gpu)
+    try:
+        return fresh.spawn(socks, config)
+    except (RuntimeError, OSError) as exc:
+        _UNAVAILABLE = (
+            f"the sandbox cannot start a worker here ({exc}); its last output:\n"
+            f"{fresh.last_words()}"
+        )
+        fresh.close()
+        raise SandboxUnavailable(_UNAVAILABLE) from None
 
 
-def start(optimizers: bool) -> None:
+def start(optimizers: bool, gpu: bool) -> None:
     """Start the template now (it imports torch in the background while the caller works);
     ``optimizers``: the tests will train (``ready_optimizers``), known before collection when
-    the whole suite runs."""
+    the whole suite runs; ``gpu``: they run on a GPU."""
     global _OPTIMIZERS
     _OPTIMIZERS = _OPTIMIZERS or optimizers
-    current()
+    current(gpu)
 
 
 def ready_optimizers() -> None:

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -660,6 +661,63 @@ def test_the_boundary_shows_only_python_and_the_engine(tmp_path):
         assert set(hw.call("masks.listing", "/tmp")) == {"submission", *ways}
         with expect_student_error(FileNotFoundError):
             hw.call("masks.listing", str(REPO / "solutions"))
+
+
+@pytest.mark.skipif(
+    not boundary.bwrap_path(), reason="bubblewrap cannot run on this machine"
+)
+def test_the_boundary_names_a_user_though_its_view_has_no_passwd():
+    """Some torch releases build a cache folder's name from getpass.getuser() when
+    torch._dynamo is imported (the template does): with no user database in the view and
+    none named by the environment, that raised and the template died at every start."""
+    argv, _ = boundary.command("import getpass; print(getpass.getuser())")
+    env = {k: v for k, v in os.environ.items() if k not in ("LOGNAME", "USER")}
+    run = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert (run.returncode, run.stdout.strip()) == (0, "autograder"), run.stderr
+
+
+def test_only_a_gpu_grading_sees_the_hosts_gpu_device_nodes(tmp_path, monkeypatch):
+    """bubblewrap's own /dev has no GPU: a CUDA grading's boundary binds the host's device
+    nodes over it (after it, or they would be hidden); a CPU grading's shows none."""
+    for name in ("nvidiactl", "nvidia0", "nvidia-uvm", "dri"):
+        (tmp_path / name).touch()
+    monkeypatch.setattr(
+        boundary,
+        "GPU_NODES",
+        (f"{tmp_path}/nvidia*", f"{tmp_path}/kfd", f"{tmp_path}/dri"),
+    )
+    nodes = sorted(
+        str(tmp_path / n) for n in ("nvidiactl", "nvidia0", "nvidia-uvm", "dri")
+    )
+    assert boundary.gpu_device_nodes() == nodes
+    assert "--dev-bind" not in boundary.arguments()
+    args = boundary.arguments(gpu=True)
+    bound = [args[i + 1 : i + 3] for i, a in enumerate(args) if a == "--dev-bind"]
+    assert bound == [[node, node] for node in nodes]
+    assert args.index("--dev") < args.index("--dev-bind")
+
+
+def test_a_gpu_grading_restarts_a_template_started_for_the_cpu(monkeypatch):
+    """The template started before the device was known cannot reach the GPU: a CUDA worker
+    gets a template that can, and a CPU worker after it keeps that one."""
+
+    class Template:
+        def __init__(self, optimizers, gpu):
+            self.gpu, self.dead, self.closed = gpu, False, False
+            self.process = SimpleNamespace(poll=lambda: None)  # running
+
+        def close(self):
+            self.closed = True
+
+        def spawn(self, socks, config):
+            return self
+
+    monkeypatch.setattr(template_client, "TemplateClient", Template)
+    monkeypatch.setattr(template_client, "_TEMPLATE", None)
+    cpu = template_client.spawn([], {"device": "cpu"})
+    gpu = template_client.spawn([], {"device": "cuda"})
+    assert (cpu.gpu, cpu.closed, gpu.gpu) == (False, True, True)
+    assert template_client.spawn([], {"device": "cpu"}) is gpu
 
 
 def test_grading_works_as_an_unprivileged_user():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import importlib.metadata
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,33 @@ def test_a_suite_that_cannot_run_fails_every_submission_with_the_reason():
                 session.run(REPO / "solutions", [])
     finally:
         session.close()
+
+
+def test_a_sandbox_that_cannot_start_is_the_graders_failure_not_a_zero(monkeypatch):
+    """A template that dies as it starts (torch failing to import in the boundary, say) makes
+    every test fail: reported as such, that would be a silent zero for every student. It is
+    the grader's failure instead (``Graded.failed``: red on the console, graded again on the
+    next run), with the template's last words, and later submissions fail at once."""
+    dies = "import sys; sys.exit('Traceback: KeyError: no user for uid 0')"
+    monkeypatch.setattr(
+        template_client.boundary,
+        "command",
+        lambda code, gpu=False: ([sys.executable, "-c", dies], ""),
+    )
+    monkeypatch.setattr(template_client, "_TEMPLATE", None)
+    monkeypatch.setattr(template_client, "_UNAVAILABLE", "")
+    monkeypatch.setattr(grade, "_SESSIONS", {})
+    settings = grade.Settings(keyword="part4 and relative")
+    try:
+        for name in ("first", "second"):
+            graded = grade.grade_one(name, REPO / "solutions", settings)
+            assert graded.failed and not graded.tests, graded
+            assert "cannot start a worker" in graded.detail
+            assert "KeyError: no user for uid 0" in graded.detail
+    finally:
+        grade.close_sessions()
+        if template_client.running() is not None:
+            template_client.running().close()
 
 
 def test_a_batch_with_nothing_to_grade_starts_no_grading_process(monkeypatch):

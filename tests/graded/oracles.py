@@ -51,7 +51,9 @@ def additive(mask, like: torch.Tensor) -> torch.Tensor:
     if mask is None:
         return torch.zeros_like(like)
     if mask.dtype == torch.bool:
-        return torch.zeros(mask.shape, dtype=like.dtype).masked_fill(mask, -INF)
+        return torch.zeros(
+            mask.shape, dtype=like.dtype, device=like.device
+        ).masked_fill(mask, -INF)
     return mask.to(like.dtype)
 
 

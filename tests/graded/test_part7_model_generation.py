@@ -281,8 +281,13 @@ def check_greedy(hw, m, state, out, prompt, n_new, what):
     )
 
 
-def check_ids(out, prompt, n_new, hw, what):
-    """A 1-D LongTensor on the model's device: the prompt, n_new ids, never PAD_ID."""
+def check_ids(out, prompt, n_new, hw, what, pad_by_chance=False):
+    """A 1-D LongTensor on the model's device: the prompt, n_new ids, never PAD_ID.
+
+    ``pad_by_chance``: ids sampled from a model in which PAD_ID is unlikely. Whether an
+    unexcluded PAD_ID is drawn then depends on the generator's stream, which differs between
+    devices, so it is not checked (test_generate_output_contract makes it the likeliest id).
+    """
     assert type(out) is torch.Tensor, f"{what} should return a Tensor, got {type(out)}"
     assert out.dim() == 1 and out.dtype == torch.long, (
         f"{what} should return a 1-D LongTensor, got {out.dtype} of shape "
@@ -296,7 +301,7 @@ def check_ids(out, prompt, n_new, hw, what):
         f"{len(prompt) + n_new}"
     )
     assert_exact(out[: len(prompt)], prompt.to(out.device), f"{what}[:len(prompt)]")
-    assert not (out == PAD).any(), (
+    assert pad_by_chance or not (out == PAD).any(), (
         f"{what} produced PAD_ID (0).\n{LIKELY} PAD_ID's logit is not excluded before "
         "sampling or argmax (set it to -inf)"
     )
@@ -485,9 +490,8 @@ def test_generate_errors(hw):
     gen = hw.new("torch.Generator", device=hw.device)
     gen.call("manual_seed", 5)
     out = hw.call(GENERATE, m, prompt, 5, generator=gen)  # one below max_len
-    check_ids(
-        out, prompt, 5, hw, "generate with len(prompt) + max_new_tokens < max_len"
-    )
+    what = "generate with len(prompt) + max_new_tokens < max_len"
+    check_ids(out, prompt, 5, hw, what, pad_by_chance=True)
     # Valid calls are checked by their output, not only by not raising: greedy ids.
     what = "generate(greedy=True) with len(prompt) + max_new_tokens == max_len"
     out = attempt(what, AT_MAX_LEN, hw.call, GENERATE, m, prompt, 6, greedy=True)
@@ -495,7 +499,7 @@ def test_generate_errors(hw):
     check_greedy(hw, m, state, out, prompt, 6, what)
     what = "generate with len(prompt) + max_new_tokens == max_len"
     out = attempt(what, AT_MAX_LEN, hw.call, GENERATE, m, prompt, 6, generator=gen)
-    check_ids(out, prompt, 6, hw, what)
+    check_ids(out, prompt, 6, hw, what, pad_by_chance=True)
     for what, bad in (
         ("a 2-D prompt", prompt[None]),
         ("a 0-D prompt", prompt[0]),
