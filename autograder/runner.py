@@ -62,7 +62,7 @@ class Collector:
         self.hw = None
         self.interrupted = False
         # Why a test could not run the code under test (a ``SuiteError`` inside it).
-        self.unavailable = ""
+        self.grader_failure = ""
 
     def pytest_keyboard_interrupt(self, excinfo):
         """Ctrl-C, not pytest's own stop after collection errors (a subclass)."""
@@ -96,7 +96,7 @@ class Collector:
     def pytest_runtest_makereport(self, item, call):
         report = yield
         if call.excinfo is not None and call.excinfo.errisinstance(SuiteError):
-            self.unavailable = str(call.excinfo.value)
+            self.grader_failure = str(call.excinfo.value)
         points, part = (
             item.get_closest_marker("points"),
             item.get_closest_marker("part"),
@@ -294,8 +294,8 @@ def run_suite(
         code = pytest.main(argv, plugins=[collector, plugins_off, *(plugins or [])])
     if collector.interrupted:
         raise KeyboardInterrupt
-    if collector.unavailable:
-        raise SuiteError(collector.unavailable)
+    if collector.grader_failure:
+        raise SuiteError(collector.grader_failure)
     if (
         code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
         or collector.errors
@@ -415,7 +415,7 @@ class _SubmissionLoop:
         self.collector.scrub = job.scrub
         self.collector.results = {}
         self.collector.hw = None
-        self.collector.unavailable = ""
+        self.collector.grader_failure = ""
         items = session.items
         for item, nextitem in zip(items, [*items[1:], None], strict=True):
             item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
@@ -425,8 +425,8 @@ class _SubmissionLoop:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.stats.clear()
-        if self.collector.unavailable:
-            raise SuiteError(self.collector.unavailable)
+        if self.collector.grader_failure:
+            raise SuiteError(self.collector.grader_failure)
         return _sorted(self.collector.results)
 
     def fail_waiting(self, reason: str) -> None:

@@ -24,8 +24,6 @@ from autograder.runner import SandboxUnavailable
 _templates = itertools.count()
 #: How much of the template's last output a failure to start quotes.
 LAST_WORDS = 1500
-
-
 #: The CPUs this process may use, as it started (before any thread was paired with one).
 _CPUS = os.sched_getaffinity(0)
 
