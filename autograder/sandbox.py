@@ -52,6 +52,7 @@ from autograder.protocol import (
     StudentError,
     Submission,
 )
+from autograder.runner import SandboxUnavailable
 
 REPO = Path(__file__).resolve().parent.parent
 #: Folders of the repository student code must never read; only needed where there is no
@@ -126,6 +127,8 @@ class IsolatedSubmission(Submission):
         self._closed = False
         self._stacks_written = False  # by the last request (``_dumped_by``)
         self._pairing = _CpuPairing()
+        # Why no worker could be started for it: every later request fails the same way at once.
+        self._unavailable = ""
 
     # Runtime forbidden calls -----------------------------------------------------------------
     def runtime_violations(self) -> list[Violation]:
@@ -238,6 +241,8 @@ class IsolatedSubmission(Submission):
 
     def _start(self, deadline: float) -> None:
         """A fresh worker holding the submission's files, ready by ``deadline``."""
+        if self._unavailable:
+            raise SandboxUnavailable(self._unavailable)
         started = time.monotonic()
         ours, theirs = socket.socketpair()
         stacks_ours, stacks_theirs = socket.socketpair()
@@ -255,7 +260,13 @@ class IsolatedSubmission(Submission):
                 if count >= hangs.DISARM_AFTER
             ][:MAX_DISARMED],
         }
-        self._pid = template_client.spawn([theirs, stacks_theirs], config)
+        try:
+            self._pid = template_client.spawn([theirs, stacks_theirs], config)
+        except SandboxUnavailable as exc:
+            self._unavailable = str(exc)
+            for sock in (ours, theirs, stacks_ours, stacks_theirs):
+                sock.close()
+            raise
         deadline += (
             time.monotonic() - started
         )  # waiting for the template is not the worker's

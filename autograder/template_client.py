@@ -145,8 +145,6 @@ _TEMPLATE: TemplateClient | None = None
 #: Whether this process's tests train (``start``, ``ready_optimizers``): a template started
 #: again is readied the same way.
 _OPTIMIZERS = False
-#: Why no worker can be started in this process, once a fresh template has failed.
-_UNAVAILABLE = ""
 
 
 def current(gpu: bool = False) -> TemplateClient:
@@ -168,10 +166,7 @@ def current(gpu: bool = False) -> TemplateClient:
 def spawn(socks: list[socket.socket], config: dict) -> int:
     """A worker from the template; a template that died is replaced once, so whatever ended
     it never costs the submissions graded after. ``SandboxUnavailable`` when the replacement
-    fails too, and from then on at once (every later submission would fail the same way)."""
-    global _UNAVAILABLE
-    if _UNAVAILABLE:
-        raise SandboxUnavailable(_UNAVAILABLE)
+    fails too (the next request tries afresh: what failed may have passed)."""
     gpu = config["device"].startswith("cuda")
     try:
         return current(gpu).spawn(socks, config)
@@ -181,12 +176,10 @@ def spawn(socks: list[socket.socket], config: dict) -> int:
     try:
         return fresh.spawn(socks, config)
     except (RuntimeError, OSError) as exc:
-        _UNAVAILABLE = (
-            f"the sandbox cannot start a worker here ({exc}); its last output:\n"
-            f"{fresh.last_words()}"
-        )
+        why = f"the sandbox cannot start a worker here ({exc}); its last output:\n"
+        why += fresh.last_words()
         fresh.close()
-        raise SandboxUnavailable(_UNAVAILABLE) from None
+        raise SandboxUnavailable(why) from None
 
 
 def start(optimizers: bool, gpu: bool) -> None:

@@ -76,7 +76,8 @@ def test_a_sandbox_that_cannot_start_is_the_graders_failure_not_a_zero(monkeypat
     """A template that dies as it starts (torch failing to import in the boundary, say) makes
     every test fail: reported as such, that would be a silent zero for every student. It is
     the grader's failure instead (``Graded.failed``: red on the console, graded again on the
-    next run), with the template's last words, and later submissions fail at once."""
+    next run), with the template's last words, and its run stops at the first test; the next
+    submission tries afresh."""
     dies = "import sys; sys.exit('Traceback: KeyError: no user for uid 0')"
     monkeypatch.setattr(
         template_client.boundary,
@@ -84,7 +85,6 @@ def test_a_sandbox_that_cannot_start_is_the_graders_failure_not_a_zero(monkeypat
         lambda code, gpu=False: ([sys.executable, "-c", dies], ""),
     )
     monkeypatch.setattr(template_client, "_TEMPLATE", None)
-    monkeypatch.setattr(template_client, "_UNAVAILABLE", "")
     monkeypatch.setattr(grade, "_SESSIONS", {})
     settings = grade.Settings(keyword="part4 and relative")
     try:
