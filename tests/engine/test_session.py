@@ -76,23 +76,29 @@ def test_a_sandbox_that_cannot_start_is_the_graders_failure_not_a_zero(monkeypat
     """A template that dies as it starts (torch failing to import in the boundary, say) makes
     every test fail: reported as such, that would be a silent zero for every student. It is
     the grader's failure instead (``Graded.failed``: red on the console, graded again on the
-    next run), with the template's last words, and its run stops at the first test; the next
+    next run), with the template's last words. Its later requests fail at once; the next
     submission tries afresh."""
     dies = "import sys; sys.exit('Traceback: KeyError: no user for uid 0')"
-    monkeypatch.setattr(
-        template_client.boundary,
-        "command",
-        lambda code, gpu=False: ([sys.executable, "-c", dies], ""),
-    )
+    started = []
+
+    def command(code, gpu=False):
+        started.append(code)
+        return [sys.executable, "-c", dies], ""
+
+    monkeypatch.setattr(template_client.boundary, "command", command)
     monkeypatch.setattr(template_client, "_TEMPLATE", None)
     monkeypatch.setattr(grade, "_SESSIONS", {})
-    settings = grade.Settings(keyword="part4 and relative")
+    settings = grade.Settings(keyword="part4")  # several tests, each with requests
     try:
+        starts = []
         for name in ("first", "second"):
             graded = grade.grade_one(name, REPO / "solutions", settings)
             assert graded.failed and not graded.tests, graded
             assert "cannot start a worker" in graded.detail
             assert "KeyError: no user for uid 0" in graded.detail
+            starts.append(len(started))
+        # Afresh, but not once per test (part 4 has nine, each with requests).
+        assert 0 < starts[1] - starts[0] <= 4, starts
     finally:
         grade.close_sessions()
         if template_client.running() is not None:
