@@ -72,18 +72,24 @@ def command(code: str, gpu: bool = False) -> tuple[list[str], str]:
     return [bwrap, *arguments(gpu), "--", *python], ENGINE_MOUNT
 
 
-#: The device nodes through which CUDA (and ROCm, which torch also calls ``cuda``) reach a GPU.
-GPU_NODES = ("/dev/nvidia*", "/dev/kfd", "/dev/dri")
+#: The device nodes through which CUDA reaches an NVIDIA GPU, and ROCm (which torch also calls
+#: ``cuda``) an AMD one: its compute node, and the render nodes it needs beside it.
+NVIDIA_NODES, ROCM_NODE, ROCM_RENDER = "/dev/nvidia*", "/dev/kfd", "/dev/dri"
 
 
 def gpu_device_nodes() -> list[str]:
-    """The host's GPU device nodes (files and folders of them), none where it has no GPU."""
-    return sorted({path for pattern in GPU_NODES for path in glob.glob(pattern)})
+    """The host's GPU device nodes (files and folders of them), none where it has no GPU;
+    the render nodes only for ROCm (CUDA needs none of them)."""
+    nodes = glob.glob(NVIDIA_NODES)
+    if os.path.exists(ROCM_NODE):
+        nodes += [ROCM_NODE, *glob.glob(ROCM_RENDER)]
+    return sorted(nodes)
 
 
 def arguments(gpu: bool = False) -> list[str]:
     """bubblewrap's options: namespaces, capabilities and the allow-listed view; ``gpu``: the
-    host's GPU device nodes too (bubblewrap's ``/dev`` has only null, zero, random and tty)."""
+    host's GPU device nodes too (bubblewrap's own ``/dev`` has only null, zero, full, random,
+    urandom, tty and a private pts)."""
     args = ["--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid"]
     args += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     args += ["--proc", "/proc", "--dev", "/dev"]

@@ -218,11 +218,18 @@ def cmd_nbgrader(args: argparse.Namespace) -> int:
 
 
 def _device(name: str) -> str:
-    if name == "auto":
-        import torch
+    """The device to grade on: ``cuda`` only where torch sees one. Asking loads the GPU's
+    driver in this process, which makes its device nodes (``/dev/nvidia-uvm`` on a freshly
+    booted host) before the sandbox's boundary looks for them."""
+    if name == "cpu":
+        return name
+    import torch
 
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return name
+    if torch.cuda.is_available():
+        return "cuda"
+    if name == "cuda":
+        raise ValueError("--device cuda, but torch sees no CUDA device")
+    return "cpu"
 
 
 def _command(

@@ -262,8 +262,9 @@ class IsolatedSubmission(Submission):
         }
         try:
             self._pid = template_client.spawn([theirs, stacks_theirs], config)
-        except SandboxUnavailable as exc:
-            self._unavailable = str(exc)
+        except BaseException as exc:
+            if isinstance(exc, SandboxUnavailable):
+                self._unavailable = str(exc)
             for sock in (ours, theirs, stacks_ours, stacks_theirs):
                 sock.close()
             raise
@@ -277,7 +278,12 @@ class IsolatedSubmission(Submission):
         self._sock, self._stacks = ours, stacks_ours
         self._generation += 1
         self._send_by(wire.encode(self._files), deadline)
-        hello = self._receive(deadline, hello=True)
+        try:
+            hello = self._receive(deadline, hello=True)
+        except _WorkerEnded as ended:  # no student code runs before the hello
+            self._stop()
+            self._unavailable = f"the sandbox's worker {ended} before it could serve"
+            raise SandboxUnavailable(self._unavailable) from None
         if type(hello) is not dict or type(hello.get("root")) is not str:
             raise wire.WireError("the worker did not say where it works")
         self._worker_root = hello["root"]
@@ -338,7 +344,7 @@ class IsolatedSubmission(Submission):
                 raise _WorkerEnded("was lost with the sandbox's template process")
             status = client.status_of(self._pid)
             if status is not None:
-                raise _WorkerEnded(_describe_status(status))
+                raise _WorkerEnded(_describe_status(status, serving=not hello))
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError
@@ -357,7 +363,7 @@ class IsolatedSubmission(Submission):
                         handle=self._handle,
                     )
                 except EOFError:
-                    raise _WorkerEnded(self._how_it_ended(client)) from None
+                    raise _WorkerEnded(self._how_it_ended(client, not hello)) from None
                 if hello:
                     return reply
                 self._reply_bytes += size
@@ -365,10 +371,12 @@ class IsolatedSubmission(Submission):
                     raise wire.WireError("reply out of sequence")
                 return reply
 
-    def _how_it_ended(self, client: template_client.TemplateClient) -> str:
+    def _how_it_ended(
+        self, client: template_client.TemplateClient, serving: bool
+    ) -> str:
         """Why the worker's socket closed, as the template tells it."""
         try:
-            return _describe_status(client.wait(self._pid, 5.0))
+            return _describe_status(client.wait(self._pid, 5.0), serving)
         except RuntimeError:
             return "was lost with the sandbox's template process"
 
@@ -491,15 +499,18 @@ def _valid_record(record) -> bool:
     )
 
 
-def _describe_status(status: int | None) -> str:
+def _describe_status(status: int | None, serving: bool) -> str:
+    """How a worker ended; ``serving``: after its hello, when student code may have chosen
+    the status (``os._exit(70)`` is then no confinement failure)."""
     if status is None:
         return "ended"
     if os.WIFEXITED(status):
         code = os.WEXITSTATUS(status)
-        return {
-            template.UNCONFINED: "could not be confined (a grader problem, not the submission's)",
-            template.BROKEN: "could not read the next request (its state was broken)",
-        }.get(code, f"exited with status {code}")
+        if code == template.UNCONFINED and not serving:
+            return "could not be confined (a grader problem, not the submission's)"
+        if code == template.BROKEN:
+            return "could not read the next request (its state was broken)"
+        return f"exited with status {code}"
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         name = (

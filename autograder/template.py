@@ -298,7 +298,6 @@ def _worker_main(
                 os.sched_setaffinity(0, {config["cpu"]})
         root = PRIVATE_ROOT if private else shared_folder(os.getpid())
         _write_files(sock, root)
-        wire.send(sock, {"root": str(root)})
         confine.detach()
         confine.clean_environment(root)
         torch.set_num_threads(limits.threads)
@@ -328,6 +327,9 @@ def _worker_main(
         # timer a thread.
         faulthandler.register(signal.SIGALRM, os.fdopen(stacks_fd, "w"), chain=False)
         seconds = hangs.DUMP_AT * limits.call_timeout
+        # Confined, before any student code (``disarm`` imports it): a worker that ends before
+        # saying so is the grader's failure, never the submission's.
+        wire.send(sock, {"root": str(root)})
     except BaseException:  # noqa: BLE001 - never run student code half-confined
         os._exit(UNCONFINED)
     hangs.disarm(config["disarmed"], root / PACKAGE, limits.call_timeout)

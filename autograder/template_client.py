@@ -44,15 +44,21 @@ class TemplateClient:
         self.groups = boundary.ControlGroups(
             f"autograder-{os.getpid()}-{next(_templates)}"
         )
-        self.process = subprocess.Popen(
-            argv,
-            pass_fds=[theirs.fileno()],
-            stdin=subprocess.DEVNULL,
-            stdout=self.output,
-            stderr=self.output,
-            cwd="/",
-            preexec_fn=self._prepare,  # noqa: PLW1509 - no threads of its own are started here
-        )
+        try:
+            self.process = subprocess.Popen(
+                argv,
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=self.output,
+                stderr=self.output,
+                cwd="/",
+                preexec_fn=self._prepare,  # noqa: PLW1509 - no threads of its own here
+            )
+        except (OSError, subprocess.SubprocessError):
+            for resource in (ours, theirs, self.output):
+                resource.close()
+            self.groups.remove()
+            raise
         atexit.register(self.close)
         theirs.close()
         self.sock = ours
@@ -145,12 +151,15 @@ _TEMPLATE: TemplateClient | None = None
 #: Whether this process's tests train (``start``, ``ready_optimizers``): a template started
 #: again is readied the same way.
 _OPTIMIZERS = False
+#: Whether this process grades on a GPU (``start``): a template started again sees it too.
+_GPU = False
 
 
 def current(gpu: bool = False) -> TemplateClient:
     """This process's template, started (again) when there is none, it died, or ``gpu`` asks
     for a GPU it cannot reach."""
     global _TEMPLATE
+    gpu = gpu or _GPU
     if (
         _TEMPLATE is None
         or _TEMPLATE.dead
@@ -170,9 +179,13 @@ def spawn(socks: list[socket.socket], config: dict) -> int:
     gpu = config["device"].startswith("cuda")
     try:
         return current(gpu).spawn(socks, config)
-    except (RuntimeError, OSError):
-        current(gpu).close()
-    fresh = current(gpu)
+    except (RuntimeError, OSError, subprocess.SubprocessError):
+        if _TEMPLATE is not None:
+            _TEMPLATE.close()
+    try:
+        fresh = current(gpu)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SandboxUnavailable(f"the sandbox cannot start here: {exc}") from None
     try:
         return fresh.spawn(socks, config)
     except (RuntimeError, OSError) as exc:
@@ -186,9 +199,10 @@ def start(optimizers: bool, gpu: bool) -> None:
     """Start the template now (it imports torch in the background while the caller works);
     ``optimizers``: the tests will train (``ready_optimizers``), known before collection when
     the whole suite runs; ``gpu``: they run on a GPU."""
-    global _OPTIMIZERS
+    global _OPTIMIZERS, _GPU
     _OPTIMIZERS = _OPTIMIZERS or optimizers
-    current(gpu)
+    _GPU = _GPU or gpu
+    current()
 
 
 def ready_optimizers() -> None:

@@ -20,6 +20,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import torch
 
 from autograder import cli, grade, report
 from autograder.check import TestResult as Outcome
@@ -279,6 +280,18 @@ def test_check_runs_the_public_tests_in_process(capsys):
     public = text.split("Public tests: ")[1].split(" ")[0]
     earned, total = public.split("/")
     assert earned == total
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_grading_on_a_gpu_that_is_not_there_is_refused_before_any_grade(
+    tmp_path, capsys
+):
+    """Every worker would fail to start CUDA: one clear error, not a gradebook of failures."""
+    out = tmp_path / "grades"
+    args = ["grade", str(REPO / "solutions"), "--out", str(out), "--device", "cuda"]
+    assert cli.main(args) == 2
+    assert "--device cuda, but torch sees no CUDA device" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_the_one_package_of_an_upload_is_found_whatever_its_shape(tmp_path):

@@ -26,6 +26,7 @@ import torch
 from autograder import boundary, confine, hangs, intake, template, template_client
 from autograder.points import PACKAGE
 from autograder.protocol import StudentError, expect_student_error
+from autograder.runner import SandboxUnavailable
 from autograder.sandbox import IsolatedSubmission, Limits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -678,23 +679,26 @@ def test_the_boundary_names_a_user_though_its_view_has_no_passwd():
 
 def test_only_a_gpu_grading_sees_the_hosts_gpu_device_nodes(tmp_path, monkeypatch):
     """bubblewrap's own /dev has no GPU: a CUDA grading's boundary binds the host's device
-    nodes over it (after it, or they would be hidden); a CPU grading's shows none."""
+    nodes over it (after it, or they would be hidden); a CPU grading's shows none. The render
+    nodes only where ROCm's compute node is (CUDA needs none)."""
     for name in ("nvidiactl", "nvidia0", "nvidia-uvm", "dri"):
         (tmp_path / name).touch()
-    monkeypatch.setattr(
-        boundary,
-        "GPU_NODES",
-        (f"{tmp_path}/nvidia*", f"{tmp_path}/kfd", f"{tmp_path}/dri"),
-    )
-    nodes = sorted(
-        str(tmp_path / n) for n in ("nvidiactl", "nvidia0", "nvidia-uvm", "dri")
-    )
-    assert boundary.gpu_device_nodes() == nodes
-    assert "--dev-bind" not in boundary.arguments()
+    monkeypatch.setattr(boundary, "NVIDIA_NODES", f"{tmp_path}/nvidia*")
+    monkeypatch.setattr(boundary, "ROCM_NODE", f"{tmp_path}/kfd")
+    monkeypatch.setattr(boundary, "ROCM_RENDER", f"{tmp_path}/dri")
+
+    def bound(args):
+        return [args[i + 1] for i, a in enumerate(args) if a == "--dev-bind"]
+
+    nvidia = sorted(str(tmp_path / n) for n in ("nvidiactl", "nvidia0", "nvidia-uvm"))
+    assert bound(boundary.arguments()) == []
     args = boundary.arguments(gpu=True)
-    bound = [args[i + 1 : i + 3] for i, a in enumerate(args) if a == "--dev-bind"]
-    assert bound == [[node, node] for node in nodes]
+    assert bound(args) == nvidia
     assert args.index("--dev") < args.index("--dev-bind")
+    (tmp_path / "kfd").touch()
+    assert bound(boundary.arguments(gpu=True)) == sorted(
+        [*nvidia, str(tmp_path / "kfd"), str(tmp_path / "dri")]
+    )
 
 
 def test_a_gpu_grading_restarts_a_template_started_for_the_cpu(monkeypatch):
@@ -714,10 +718,30 @@ def test_a_gpu_grading_restarts_a_template_started_for_the_cpu(monkeypatch):
 
     monkeypatch.setattr(template_client, "TemplateClient", Template)
     monkeypatch.setattr(template_client, "_TEMPLATE", None)
+    monkeypatch.setattr(template_client, "_GPU", False)
     cpu = template_client.spawn([], {"device": "cpu"})
     gpu = template_client.spawn([], {"device": "cuda"})
     assert (cpu.gpu, cpu.closed, gpu.gpu) == (False, True, True)
     assert template_client.spawn([], {"device": "cpu"}) is gpu
+
+
+def test_a_worker_that_cannot_be_confined_is_the_graders_failure(tmp_path):
+    """Nothing of the student's runs before the worker's hello: a worker that ends before it
+    (here: torch refuses zero threads while it confines itself) is the grader's failure, for
+    this request and the submission's later ones at once. After the hello the same status is
+    the student's own exit, and is called that."""
+    broken = Limits(threads=0)
+    with IsolatedSubmission(submission(tmp_path / "a"), limits=broken) as hw:
+        for _ in range(2):
+            with pytest.raises(SandboxUnavailable, match="could not be confined"):
+                hw.call("masks.causal_mask", 2)
+    code = "import os\n\n\ndef leave():\n    os._exit(70)\n"
+    with IsolatedSubmission(submission(tmp_path / "b", masks=code)) as hw:
+        with pytest.raises(StudentError) as raised:
+            hw.call("masks.leave")
+        assert raised.value.type_name == "ProcessExit"
+        assert "exited with status 70" in raised.value.message
+        assert "confined" not in raised.value.message
 
 
 def test_grading_works_as_an_unprivileged_user():

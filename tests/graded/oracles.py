@@ -54,7 +54,7 @@ def additive(mask, like: torch.Tensor) -> torch.Tensor:
         return torch.zeros(
             mask.shape, dtype=like.dtype, device=like.device
         ).masked_fill(mask, -INF)
-    return mask.to(like.dtype)
+    return mask.to(like)  # its dtype and device
 
 
 def softmax(x, dim=-1):
