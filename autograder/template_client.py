@@ -24,6 +24,9 @@ from autograder.runner import SandboxUnavailable
 _templates = itertools.count()
 #: How much of the template's last output a failure to start quotes.
 LAST_WORDS = 1500
+#: Seconds a template may take to answer a spawn request, its own start (torch's import)
+#: included: a generous multiple of the slowest start seen on a loaded machine (about 20 s).
+SPAWN_TIMEOUT = 300.0
 #: The CPUs this process may use, as it started (before any thread was paired with one).
 _CPUS = os.sched_getaffinity(0)
 
@@ -96,7 +99,14 @@ class TemplateClient:
         """Fork a worker that serves ``socks[0]`` and dumps stacks into ``socks[1]``."""
         message = json.dumps({"spawn": config}).encode()
         socket.send_fds(self.sock, [message], [s.fileno() for s in socks])
+        deadline = time.monotonic() + SPAWN_TIMEOUT
         while True:
+            left = max(0.0, deadline - time.monotonic())
+            if not self.dead and not select.select([self.sock], [], [], left)[0]:
+                self.process.kill()  # hung (a stuck import, say): no worker will come
+                raise RuntimeError(
+                    f"the sandbox's template did not answer in {SPAWN_TIMEOUT:g} s"
+                )
             reply = self._read()
             if "refused" in reply:
                 raise RuntimeError(

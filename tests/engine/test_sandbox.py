@@ -725,6 +725,36 @@ def test_a_gpu_grading_restarts_a_template_started_for_the_cpu(monkeypatch):
     assert template_client.spawn([], {"device": "cpu"}) is gpu
 
 
+def test_a_template_that_hangs_as_it_starts_is_the_sandbox_unavailable(monkeypatch):
+    """A template stuck before it answers (an import hanging on a network mount, say) must not
+    hold grading forever: it is killed, and so is its replacement."""
+    monkeypatch.setattr(
+        template_client.boundary,
+        "command",
+        lambda code, gpu=False: (
+            [sys.executable, "-c", "import time; time.sleep(600)"],
+            "",
+        ),
+    )
+    monkeypatch.setattr(template_client, "SPAWN_TIMEOUT", 0.5)
+    monkeypatch.setattr(template_client, "_TEMPLATE", None)
+    monkeypatch.setattr(template_client, "_GPU", False)
+    pairs = [socket.socketpair() for _ in range(2)]
+    try:
+        started = time.monotonic()
+        with pytest.raises(SandboxUnavailable, match="did not answer in 0.5 s"):
+            template_client.spawn([a for a, _ in pairs], {"device": "cpu"})
+        assert (
+            time.monotonic() - started < 15
+        )  # killed: not close()'s grace of 10 s each
+        assert template_client.running().process.poll() is not None
+    finally:
+        template_client.running().close()
+        for pair in pairs:
+            for sock in pair:
+                sock.close()
+
+
 def test_a_worker_that_cannot_be_confined_is_the_graders_failure(tmp_path):
     """Nothing of the student's runs before the worker's hello: a worker that ends before it
     (here: torch refuses zero threads while it confines itself) is the grader's failure, for
