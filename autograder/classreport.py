@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from autograder import report
@@ -87,13 +88,14 @@ def _who(names: list[str], limit: int = 5) -> str:
 
 
 def summary_table(summary: ClassSummary) -> Table:
-    """The report's summary as a short table for the terminal."""
+    """The report's summary as a short table for the terminal (names, tests and diagnoses
+    printed as written: ``E[x^2]`` or a folder ``bob[2]`` is no rich markup)."""
     table = Table(title="Class summary", show_header=False)
     table.add_column(style="bold")
     table.add_column()
     graded = f"{len(summary.rows)}"
     if summary.not_graded:
-        graded += f" ({len(summary.not_graded)} not graded: {_who(summary.not_graded)})"
+        graded += f" ({len(summary.not_graded)} not graded: {escape(_who(summary.not_graded))})"
     table.add_row("submissions graded", graded)
     table.add_row(
         "mean / median score",
@@ -106,11 +108,13 @@ def summary_table(summary: ClassSummary) -> Table:
         ),
     )
     for diagnosis, who in summary.mistakes[:3]:
-        table.add_row(f"likely mistake ({len(who)})", f"{diagnosis}: {_who(who)}")
+        table.add_row(
+            f"likely mistake ({len(who)})", escape(f"{diagnosis}: {_who(who)}")
+        )
     for test, count in summary.failed_tests[:3]:
-        table.add_row(f"failed by {count}", test)
+        table.add_row(f"failed by {count}", escape(test))
     for name, what in summary.troubles[:3]:
-        table.add_row("trouble", f"{name}: {what}")
+        table.add_row("trouble", escape(f"{name}: {what}"))
     if len(summary.troubles) > 3:
         table.add_row(
             "trouble", f"... and {len(summary.troubles) - 3} more in {REPORT}"

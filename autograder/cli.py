@@ -90,6 +90,7 @@ def _grade_batch(
 ) -> int:
     """Grade what changed since its last grade; write grades, gradebook and class report; the
     number of submissions the grader failed on."""
+    from rich.markup import escape
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -146,7 +147,7 @@ def _grade_batch(
                         markup=False,
                     )
                 report.write_gradebook(out, names)
-                progress.update(task, advance=1, description=name)
+                progress.update(task, advance=1, description=escape(name))
     finally:
         rows = report.write_gradebook(out, names)
         summary = classreport.summarize(out, names, rows)

@@ -16,6 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.markup import escape
+
 from autograder import grade, report
 from autograder.points import PARTS, TOTAL_POINTS, builds_on
 from autograder.release import SOLUTIONS
@@ -132,13 +134,13 @@ def table(verdicts: list[Verdict], reference: int):
         elsewhere = ", ".join(
             f"P{k}:-{n}" for k, n in v.lost.items() if n and k != v.mutant.part
         )
-        verdict = "caught" if v.ok else "[red]" + "; ".join(v.problems) + "[/]"
+        verdict = "caught" if v.ok else "[red]" + escape("; ".join(v.problems)) + "[/]"
         t.add_row(
-            v.mutant.name,
+            escape(v.mutant.name),
             str(v.mutant.part),
             f"-{v.lost[v.mutant.part]}",
             elsewhere or "-",
-            v.mutant.diagnosis,
+            escape(v.mutant.diagnosis),
             verdict,
         )
     return t

@@ -330,6 +330,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         "eps added outside the square root",
     ),
     single(
+        "layernorm-variance-by-moments",
+        "norm.py",
+        "var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased",
+        "var = (x * x).mean(dim=-1, keepdim=True) - mean**2",
+        5,
+        "E[x^2] - E[x]^2",
+    ),
+    single(
         "rmsnorm-subtracts-mean",
         "norm.py",
         "        rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True) + self.eps)\n",
@@ -515,6 +523,23 @@ CATALOGUE: tuple[Mutant, ...] = (
         '    if reduction == "mean" and not (targets != IGNORE_INDEX).any():',
         7,
         "only under reduction='mean'",
+    ),
+    single(
+        "lm-loss-log-of-softmax",
+        "charlm.py",
+        """    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]),
+        targets.reshape(-1),
+        ignore_index=IGNORE_INDEX,
+        reduction=reduction,
+    )""",
+        """    flat = targets.reshape(-1)
+    real = flat != IGNORE_INDEX
+    logp = torch.softmax(logits.reshape(-1, logits.shape[-1]), dim=-1).log()
+    nll = -logp[real].gather(1, flat[real, None])[:, 0]
+    return nll.mean() if reduction == "mean" else nll.sum()""",
+        7,
+        "log of a softmax",
     ),
     single(
         "decode-skips-ignore-index",

@@ -382,6 +382,15 @@ def layer_norm_eps_outside(x, sd, name, eps=1e-5):
     ] + sd[f"{name}.bias"]
 
 
+def layer_norm_by_moments(x, sd, name, eps=1e-5):
+    """The mistake: the variance as ``E[x^2] - E[x]^2``, in ``x``'s own dtype. Right in exact
+    arithmetic, but far from zero the two terms cancel and take the float32 digits with them."""
+    mean = x.mean(-1, keepdim=True)
+    var = (x * x).mean(-1, keepdim=True) - mean**2
+    weight, bias = (sd[f"{name}.{p}"].to(x.dtype) for p in ("weight", "bias"))
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
 def layer_norm_suspects(x, sd, eps, name="ln"):
     return {
         "LayerNorm with the unbiased variance (divide by d - 1); it must divide by d": (

@@ -17,6 +17,7 @@ from tests.graded.answers import (
     future,
     gradients,
     layer_norm,
+    layer_norm_by_moments,
     layer_norm_suspects,
     post_norm,
     pre_norm,
@@ -114,8 +115,8 @@ def test_layer_norm_matches_torch(hw):
 @pytest.mark.points(1)
 @pytest.mark.hidden
 def test_layer_norm_float32_and_gradients(hw):
-    """float32 in, float32 out, with loaded weight and bias. Gradients with respect to the
-    input and to both parameters are nn.LayerNorm's (float64)."""
+    """float32 in, float32 out, with loaded weight and bias, also on rows far from zero.
+    Gradients with respect to the input and to both parameters are nn.LayerNorm's (float64)."""
     x = randn(3, 5, seed=52, dtype=torch.float32, device=hw.device) * 3 - 1  # (T, d)
     sd = random_state({"ln.weight": (5,), "ln.bias": (5,)}, 53, F64, hw.device)
     norm = new_module(hw, "norm.LayerNorm", 5, dtype=torch.float32)
@@ -126,6 +127,24 @@ def test_layer_norm_float32_and_gradients(hw):
         layer_norm(x64, sd, "ln").float(),
         "LayerNorm(5) on float32",
         likely=layer_norm_suspects(x64, sd, 1e-5),
+    )
+    # Rows far from zero (mean 40, spread 2): correct code in any style loses at most a few
+    # float32 digits to the offset (under a fifth of the tolerance); a variance taken as
+    # E[x^2] - E[x]^2 loses most of them (5x the tolerance on these rows).
+    far = (randn(4, 16, seed=100) * 2 + 40).to(hw.device, torch.float32)
+    sd16 = random_state({"ln.weight": (16,), "ln.bias": (16,)}, 53, F64, hw.device)
+    state16 = {"weight": sd16["ln.weight"].float(), "bias": sd16["ln.bias"].float()}
+    norm = new_module(hw, "norm.LayerNorm", 16, dtype=torch.float32, state=state16)
+    assert_close(
+        norm(far),
+        layer_norm(far.double(), sd16, "ln").float(),
+        "LayerNorm(16) on float32 rows far from zero (mean 40, standard deviation 2)",
+        likely={
+            "the variance as E[x^2] - E[x]^2: far from zero the two terms cancel and take "
+            "the float32 digits with them; use the mean of (x - mean)^2": (
+                lambda: layer_norm_by_moments(far, sd16, "ln")
+            )
+        },
     )
     state = {"weight": sd["ln.weight"], "bias": sd["ln.bias"]}
     norm = new_module(hw, "norm.LayerNorm", 5, state=state)

@@ -75,9 +75,9 @@ def test_lm_loss_matches_cross_entropy(hw):
 
 @pytest.mark.hidden
 @pytest.mark.points(1)
-def test_lm_loss_no_real_target(hw):
+def test_lm_loss_no_real_target_slices_and_wide_logits(hw):
     """Targets that are all IGNORE_INDEX have no loss: ValueError. Slices (not contiguous)
-    are accepted and left unchanged."""
+    are accepted and left unchanged; float32 logits hundreds apart keep their digits."""
     logits, targets = loss_case(torch.float64, hw.device)
     hw.call(LM_LOSS, logits, targets)
     # SPEC.md: a slice such as logits[:, :-1] is accepted, and inputs stay unchanged.
@@ -85,6 +85,23 @@ def test_lm_loss_no_real_target(hw):
         what = f"lm_loss(logits, targets, reduction={reduction!r})"
         got = checked(what, hw.checked_call, LM_LOSS, logits, targets, reduction)
         assert_close(got, ce(logits, targets, reduction), what + " on slices")
+    # Logits hundreds apart in float32: log_softmax and F.cross_entropy keep every digit;
+    # the log of a softmax takes the log of an underflowed 0 (inf), and exp without first
+    # subtracting the max overflows.
+    wide = loss_case(torch.float32, hw.device)[0].clone()
+    wide[..., 3] += 200.0
+    for reduction in ("mean", "sum"):
+        assert_close(
+            hw.call(LM_LOSS, wide, targets, reduction),
+            ce(wide, targets, reduction).float(),
+            f"lm_loss(reduction={reduction!r}) on float32 logits hundreds apart",
+            likely={
+                "the log of a softmax (or exp without first subtracting the max): it under- "
+                "or overflows for logits far apart; use log_softmax or F.cross_entropy": (
+                    torch.tensor(float("inf"))
+                )
+            },
+        )
     for reduction in ("mean", "sum"):  # a sum over nothing is no loss either
         raises_value_error(
             f"lm_loss with every target IGNORE_INDEX, reduction={reduction!r}",
