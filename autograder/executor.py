@@ -147,7 +147,32 @@ class Executor:
             return load_state(obj, *args)
         if op == "state_dict":
             return dict(obj.state_dict())
+        if op == "forwards":
+            return self._forwards(obj, name, args, kwargs)
         raise ValueError(f"unknown request {op!r}")
+
+    def _forwards(self, module, name, args, kwargs):
+        """The call's result and a record of each forward pass of ``module`` during it."""
+        passes = []
+
+        def record(mod, f_args, f_kwargs):
+            idx = f_args[0] if f_args else f_kwargs.get("idx")
+            caches = f_args[1] if len(f_args) > 1 else f_kwargs.get("caches")
+            shaped = isinstance(idx, torch.Tensor) and idx.dim() > 0
+            passes.append(
+                {
+                    "tokens": int(idx.shape[-1]) if shaped else None,
+                    "cached": caches is not None,
+                    "grad": torch.is_grad_enabled(),
+                    "training": bool(mod.training),
+                }
+            )
+
+        hook = module.register_forward_pre_hook(record, with_kwargs=True)
+        try:
+            return self._resolve(name)(*args, **kwargs), passes
+        finally:
+            hook.remove()
 
     def _checked(self, target, name, args, kwargs):
         """``call`` (``method`` with a target) handing every tensor over as a non-contiguous

@@ -20,6 +20,7 @@ request         meaning                                            example
 ``probe``       the forbidden-call watch's self-check (isolated)   see ``tests/conftest.py``
 ``checked``     a call or method with non-contiguous tensor        ``hw.checked_call(name, x)``
                 arguments; also names the arguments it modified
+``forwards``    a call that records a module's forward passes      ``hw.forwards_during(m, name)``
 ==============  =================================================  ==========================
 
 Names are ``"<module>.<attribute>"`` inside ``transformer_hw``; ``new`` also accepts
@@ -170,6 +171,15 @@ class Submission:
         the call): what SPEC.md means by "default: the default float dtype" is only observable
         where that default is not float32."""
         return self.request("default_dtype", None, name, dtype, *args, **kwargs)
+
+    def forwards_during(self, module: Handle, name: str, *args, **kwargs):
+        """``call(name, ...)`` while recording each forward pass of ``module`` (a handle to an
+        ``nn.Module``): ``(result, passes)``, a dict per pass with ``tokens`` (the input's
+        last dimension), ``cached`` (whether caches came with it), ``grad``
+        (``torch.is_grad_enabled()``) and ``training`` (the module's mode). What SPEC.md asks
+        of how ``generate`` and ``evaluate`` run the model shows only here. A pass made through
+        ``module.forward`` directly goes unrecorded."""
+        return tuple(self.request("forwards", module, name, *args, **kwargs))
 
     def seed(self, seed: int) -> None:
         self.request("seed", None, None, seed)

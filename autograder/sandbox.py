@@ -470,6 +470,8 @@ def _label(op: str, target: HandleRef | None, name: str | None) -> str:
             if op in ("call", "new", "build", "checked", "gradients", "default_dtype")
             else op
         )
+    if op == "forwards":  # the target is watched; the call is the package's function
+        return name
     if op in ("method", "checked", "gradients") and name == "__call__":
         return f"{target.type_name}.forward"
     return f"{target.type_name}.{name}" if name else f"{target.type_name}.{op}"

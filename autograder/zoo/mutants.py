@@ -542,6 +542,64 @@ CATALOGUE: tuple[Mutant, ...] = (
         "log of a softmax",
     ),
     single(
+        "evaluate-in-train-mode",
+        "charlm.py",
+        """    model.eval()
+    total, count = 0.0, 0""",
+        """    total, count = 0.0, 0""",
+        7,
+        "model.eval() is not called",
+    ),
+    single(
+        "evaluate-keeps-grad",
+        "charlm.py",
+        """        with torch.no_grad():
+            for inputs, targets in batches:
+                inputs, targets = inputs.to(device), targets.to(device)
+                real = int((targets != IGNORE_INDEX).sum())
+                if real:
+                    total += lm_loss(model(inputs), targets, reduction="sum").item()
+                    count += real""",
+        """        for inputs, targets in batches:
+            inputs, targets = inputs.to(device), targets.to(device)
+            real = int((targets != IGNORE_INDEX).sum())
+            if real:
+                total += lm_loss(model(inputs), targets, reduction="sum").item()
+                count += real""",
+        7,
+        "torch.no_grad()",
+    ),
+    Mutant(
+        "generate-ignores-cache",
+        "charlm.py",
+        (
+            (
+                "caches = model.make_caches() if use_cache else None",
+                "caches = None",
+            ),
+            ("feed = new if use_cache else ids", "feed = ids"),
+        ),
+        7,
+        "use_cache is ignored",
+    ),
+    Mutant(
+        "generate-prompt-token-by-token",
+        "charlm.py",
+        (
+            (
+                "            feed = ids\n",
+                (
+                    "            if use_cache:\n"
+                    "                for i in range(len(ids) - 1):\n"
+                    "                    model(ids[None, i : i + 1], caches)\n"
+                    "            feed = ids[-1:] if use_cache else ids\n"
+                ),
+            ),
+        ),
+        7,
+        "token by token",
+    ),
+    single(
         "decode-skips-ignore-index",
         "charlm.py",
         """        unknown = [i for i in ids if i != PAD_ID and i not in self.itos]""",

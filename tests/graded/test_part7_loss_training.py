@@ -85,9 +85,9 @@ def test_lm_loss_no_real_target_slices_and_wide_logits(hw):
         what = f"lm_loss(logits, targets, reduction={reduction!r})"
         got = checked(what, hw.checked_call, LM_LOSS, logits, targets, reduction)
         assert_close(got, ce(logits, targets, reduction), what + " on slices")
-    # Logits hundreds apart in float32: log_softmax and F.cross_entropy keep every digit;
-    # the log of a softmax takes the log of an underflowed 0 (inf), and exp without first
-    # subtracting the max overflows.
+    # Logits hundreds apart in float32: log_softmax, logsumexp, F.cross_entropy and a
+    # max-subtracted sum stay under a hundredth of the tolerance; the log of a softmax takes
+    # the log of an underflowed 0 (inf), and exp without first subtracting the max overflows.
     wide = loss_case(torch.float32, hw.device)[0].clone()
     wide[..., 3] += 200.0
     for reduction in ("mean", "sum"):
@@ -135,20 +135,30 @@ def test_evaluate_token_weighted_mean(hw):
 @pytest.mark.hidden
 @pytest.mark.points(1)
 def test_evaluate_restores_mode_and_skips_empty_batches(hw):
-    """The previous train/eval mode comes back (also after raising); a batch without
-    real targets adds nothing; no real target at all is a ValueError."""
+    """The model runs in eval mode without grad, and the previous train/eval mode comes back
+    (also after raising); a batch without real targets adds nothing; no real target at all is
+    a ValueError."""
     m, _ = new_lm(hw, seed=710)
     b1, b2, _ = three_batches()
     empty = (b2[0], torch.full_like(b2[1], IGNORE))
     losses = batch_losses(hw, m, [b1, b2])
     m.call("train")
-    got = attempt(
+    got, passes = attempt(
         "evaluate with a batch that has no real target",
         "a batch without real targets must be skipped (it adds nothing)",
-        hw.call,
+        hw.forwards_during,
+        m,
         EVALUATE,
         m,
         [b1, empty, b2],
+    )
+    assert not any(p["training"] for p in passes), (
+        f"evaluate ran the model in train mode.\n{LIKELY} model.eval() is not called "
+        "before the loop"
+    )
+    assert not any(p["grad"] for p in passes), (
+        "evaluate ran the model with gradients enabled (SPEC.md: without grad).\n"
+        f"{LIKELY} the loop is not inside torch.no_grad()"
     )
     assert m.attr("training") is True, (
         "evaluate left a model that was in train mode in eval mode.\n"

@@ -307,17 +307,48 @@ def check_ids(out, prompt, n_new, hw, what, pad_by_chance=False):
     )
 
 
+def check_cache_use(passes: list[dict], prompt_len: int, what: str) -> None:
+    """SPEC.md: with the cache the prompt goes through the model once and each later step
+    feeds only the newest token through the caches. (Passes the model's ``forward`` made
+    without its ``__call__`` go unseen: nothing to judge then.)"""
+    if not passes:
+        return
+    assert all(p["cached"] for p in passes), (
+        f"{what} ran the model without caches.\n{LIKELY} use_cache is ignored (or "
+        "defaults to False): with it, make model.make_caches() and pass them to every step"
+    )
+    assert passes[0]["tokens"] == prompt_len, (
+        f"{what} first fed the model {passes[0]['tokens']} token(s) of a "
+        f"{prompt_len}-token prompt.\n{LIKELY} the prompt is fed token by token: it goes "
+        "through the model once, whole"
+    )
+    later = [p["tokens"] for p in passes[1:]]
+    assert all(t == 1 for t in later), (
+        f"{what} fed the model {later} tokens at its later steps.\n{LIKELY} each step "
+        "after the prompt feeds only the newest token through the caches"
+    )
+
+
 @pytest.mark.public
 @pytest.mark.points(1)
 def test_generate_greedy_cache_matches_no_cache(hw):
-    """Greedy ids are the oracle's argmax ids, identical with and without the cache."""
+    """Greedy ids are the oracle's argmax ids, identical with and without the cache; the
+    cache is used as SPEC.md says (the prompt once, then one token per step) and only when
+    asked for."""
     m, state = new_lm(hw, seed=760, max_len=32)
     prompt = torch.tensor([3, 1, 4], device=hw.device)
     expected = oracle_greedy(state, prompt, 5, H)
-    plain = hw.call(GENERATE, m, prompt, 5, greedy=True, use_cache=False)
+    plain, passes = hw.forwards_during(
+        m, GENERATE, m, prompt, 5, greedy=True, use_cache=False
+    )
     check_ids(plain, prompt, 5, hw, "generate(greedy=True, use_cache=False)")
     assert_exact(plain, expected, "generate(greedy=True, use_cache=False)")
-    cached = hw.call(GENERATE, m, prompt, 5, greedy=True)
+    assert not any(p["cached"] for p in passes), (
+        "generate(use_cache=False) passed caches to the model.\n"
+        f"{LIKELY} use_cache is ignored: without the cache no caches are made and each "
+        "step feeds the whole sequence"
+    )
+    cached, passes = hw.forwards_during(m, GENERATE, m, prompt, 5, greedy=True)
     check_ids(cached, prompt, 5, hw, "generate(greedy=True, use_cache=True)")
     assert_exact(
         cached,
@@ -328,6 +359,7 @@ def test_generate_greedy_cache_matches_no_cache(hw):
             POS_RESTART: lambda: oracle_greedy(state, prompt, 5, H, feed="restart"),
         },
     )
+    check_cache_use(passes, len(prompt), "generate(greedy=True) (use_cache=True)")
 
 
 @pytest.mark.public
