@@ -137,7 +137,8 @@ def test_softmax_matches_formula(hw):
 @pytest.mark.points(1)
 @pytest.mark.hidden
 def test_softmax_other_dims(hw):
-    """``dim`` is honoured, including negative dims other than -1."""
+    """``dim`` is honoured, including negative dims other than -1; on 3-D input too the
+    default is the last axis."""
     x = randn(2, 3, 4, seed=12, scale=2.0)  # (2, 3, 4)
     for dim in (0, 1, -2):
         got = hw.call(SOFTMAX, x.to(hw.device), dim=dim)
@@ -154,6 +155,15 @@ def test_softmax_other_dims(hw):
                 / e.sum(dim, keepdim=True),
             },
         )
+    assert_close(  # on 3-D input the default axis is no longer also axis 1
+        hw.call(SOFTMAX, x.to(hw.device)),
+        softmax(x, -1).to(hw.device),
+        "softmax(x) (default dim) of a (2, 3, 4) tensor",
+        likely={
+            f"softmax's default dim is {d}, not -1 (the last axis)": softmax(x, d)
+            for d in (0, 1)
+        },
+    )
 
 
 @pytest.mark.points(1)
