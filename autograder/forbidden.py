@@ -512,7 +512,7 @@ class _Module:
 
     def _imported(self, node: ast.ImportFrom, name: str) -> set[tuple[str, str]]:
         module = node.module or ""
-        if node.level > 0 or module.split(".")[0] == PACKAGE:
+        if _own_import(node):
             inner = (
                 module.split(".", 1)[1] if module.startswith(PACKAGE + ".") else module
             )
@@ -705,7 +705,7 @@ class _Module:
                     self._judge_own(add, node, base, node.attr, forbidden)
             elif isinstance(node, ast.ImportFrom):
                 module = node.module or ""
-                own = node.level > 0 or module.split(".")[0] == PACKAGE
+                own = _own_import(node)
                 for a in node.names:
                     if own:
                         self._judge_value(
@@ -1078,6 +1078,13 @@ def _chain_length(node: ast.Attribute) -> int:
     while isinstance(node, ast.Attribute) and length <= MAX_CHAIN:
         node, length = node.value, length + 1
     return length
+
+
+def _own_import(node: ast.ImportFrom) -> bool:
+    """An import from the student's package: relative, by the package's name, or by a module's
+    bare name (``from attention import x``, a script's fallback import, as ``_module_value``
+    reads ``import attention``)."""
+    return node.level > 0 or (node.module or "").split(".")[0] in (PACKAGE, *MODULES)
 
 
 def _snippet(node: ast.AST) -> str:

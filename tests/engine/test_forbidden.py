@@ -162,6 +162,12 @@ def test_forbidden_uses_are_found(line):
             "try:\n    from transformer_hw import attention\nexcept ImportError:\n"
             "    import attention\ny = attention.scaled_dot_product_attention(q, k, v)"
         ),
+        (
+            "try:\n    from transformer_hw.attention import scaled_dot_product_attention\n"
+            "except ImportError:\n"
+            "    from attention import scaled_dot_product_attention\n"
+            "y = scaled_dot_product_attention(q, k, v)"
+        ),
         "from torch.nn import MultiheadAttention as M\nok = isinstance(m, (M, Own))",
         (
             "class C:\n    kinds = (nn.MultiheadAttention, nn.Linear)\n"
