@@ -170,7 +170,7 @@ class Executor:
 
         hook = module.register_forward_pre_hook(record, with_kwargs=True)
         try:
-            return self._resolve(name)(*args, **kwargs), passes
+            return self._dispatch("call", None, name, args, kwargs), passes
         finally:
             hook.remove()
 

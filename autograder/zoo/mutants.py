@@ -582,20 +582,15 @@ CATALOGUE: tuple[Mutant, ...] = (
         7,
         "use_cache is ignored",
     ),
-    Mutant(
+    single(
         "generate-prompt-token-by-token",
         "charlm.py",
-        (
-            (
-                "            feed = ids\n",
-                (
-                    "            if use_cache:\n"
-                    "                for i in range(len(ids) - 1):\n"
-                    "                    model(ids[None, i : i + 1], caches)\n"
-                    "            feed = ids[-1:] if use_cache else ids\n"
-                ),
-            ),
-        ),
+        "            feed = ids\n",
+        """            if use_cache:
+                for i in range(len(ids) - 1):
+                    model(ids[None, i : i + 1], caches)
+            feed = ids[-1:] if use_cache else ids
+""",
         7,
         "token by token",
     ),

@@ -4,10 +4,11 @@ Why these numbers. Expected values are computed in float64 by an independent ora
 own layer or a direct formula) and compared with the student's result in the student's dtype.
 Correct code in any style (einsum, complex RoPE, ``torch.where``) differs from the oracle only by
 rounding, which for the small shapes of this suite (width <= 64, values O(1)) stays below about
-1e-14 in float64 and 1e-6 in float32. (Two checks leave O(1) on purpose, each with its margins
-measured in its comment: LayerNorm on rows far from zero, lm_loss on logits hundreds apart.) The tolerances leave a margin of roughly 100x over that
-and stay far below the effect of any real bug (1e-4 and up; subtle ones such as ``eps`` outside
-the square root are tested in float64, where they show at 1e-6):
+1e-14 in float64 and 1e-6 in float32. (Two checks leave O(1) on purpose, each with its
+margins measured in its comment: LayerNorm on rows far from zero, lm_loss on logits hundreds
+apart.) The tolerances leave a margin of roughly 100x over that and stay far below the effect
+of any real bug (1e-4 and up; subtle ones such as ``eps`` outside the square root are tested in
+float64, where they show at 1e-6):
 
 * float64: ``rtol = atol = 1e-10``;
 * float32: ``rtol = atol = 1e-5`` (about 100 units in the last place).
