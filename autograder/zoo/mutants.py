@@ -400,6 +400,17 @@ CATALOGUE: tuple[Mutant, ...] = (
         5,
         "mask=None treated as a causal mask",
     ),
+    single(
+        "block-drops-mask-with-cache",
+        "block.py",
+        "        h = x + self.attn(self.ln1(x), mask=mask, cache=cache)\n",
+        """        if cache is not None:  # decoding: one new token sees the whole cache anyway
+            mask = None
+        h = x + self.attn(self.ln1(x), mask=mask, cache=cache)
+""",
+        5,
+        "the mask is not passed on to attn when a cache is given",
+    ),
     # Part 6 -----------------------------------------------------------------------------------
     single(
         "kv-append-checks-keys-only",
@@ -734,6 +745,60 @@ CATALOGUE: tuple[Mutant, ...] = (
         "not reset at each epoch",
     ),
     single(
+        "train-zero-grad-once-per-epoch",
+        "charlm.py",
+        """        for inputs, targets in train_batches:
+            inputs, targets = inputs.to(device), targets.to(device)
+            real = int((targets != IGNORE_INDEX).sum())
+            if not real:
+                continue
+            loss = lm_loss(model(inputs), targets)
+            optimizer.zero_grad()
+""",
+        """        optimizer.zero_grad()
+        for inputs, targets in train_batches:
+            inputs, targets = inputs.to(device), targets.to(device)
+            real = int((targets != IGNORE_INDEX).sum())
+            if not real:
+                continue
+            loss = lm_loss(model(inputs), targets)
+""",
+        7,
+        "zero_grad called once per epoch",
+    ),
+    single(
+        "train-one-step-per-epoch",
+        "charlm.py",
+        """            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * real
+            count += real
+""",
+        """            loss.backward()
+            total += loss.item() * real
+            count += real
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+        7,
+        "one optimizer step per epoch",
+    ),
+    single(
+        "train-steps-after-the-loop",
+        "charlm.py",
+        """            optimizer.step()
+            total += loss.item() * real
+            count += real
+""",
+        """            total += loss.item() * real
+            count += real
+        optimizer.step()
+""",
+        7,
+        "only the last batch's gradients are applied",
+    ),
+    single(
         "train-default-lr-3e-4",
         "charlm.py",
         "epochs: int = 1, lr: float = 1e-3",
@@ -759,6 +824,25 @@ CATALOGUE: tuple[Mutant, ...] = (
         "if temperature <= 0:",
         7,
         "greedy ignores it",
+    ),
+    single(
+        "generate-at-least-one-token",
+        "charlm.py",
+        "            for _ in range(max_new_tokens):\n",
+        "            for _ in range(max(max_new_tokens, 1)):\n",
+        7,
+        "max_new_tokens=0",
+    ),
+    single(
+        "generate-top-p-0.9",
+        "charlm.py",
+        "                    probs = torch.softmax(logits / temperature, dim=-1)\n",
+        """                    probs = torch.softmax(logits / temperature, dim=-1)
+                    top, order = probs.sort(descending=True)
+                    probs[order[top.cumsum(0) - top > 0.9]] = 0  # nucleus sampling
+""",
+        7,
+        "the distribution is truncated",
     ),
     single(
         "generate-default-temperature-0.8",

@@ -27,6 +27,19 @@ PAD_COUNTED = (
     "padding counted: the mean divides by every position, not the real targets"
 )
 PAD_AS_CLASS = "padding scored as a target of class 0 instead of being ignored"
+#: Where train's loop calls zero_grad and step, when it is wrong (``oracle_training``'s
+#: ``schedule``).
+ZERO_GRAD_PER_EPOCH = (
+    "zero_grad called once per epoch, not before each batch's backward (the gradients of "
+    "the epoch's batches add up)"
+)
+STEP_PER_EPOCH = (
+    "one optimizer step per epoch on the gradients of all its batches, not one step per "
+    "batch"
+)
+LAST_BATCH_STEPS = (
+    "optimizer.step() after the batch loop: only the last batch's gradients are applied"
+)
 BATCH_MEANS = (
     "mean of batch means (the notebook's epoch average) instead of "
     "total loss / total tokens"

@@ -24,6 +24,7 @@ from tests.graded.mistakes import (
     BATCH_MEANS,
     CROSS_FROM_X,
     INVERTED,
+    LAST_BATCH_STEPS,
     MERGE_NO_T,
     NO_SCALE,
     PAD_AS_CLASS,
@@ -34,6 +35,7 @@ from tests.graded.mistakes import (
     SCALE_DV,
     SPLIT_NO_T,
     WRONG_AXIS,
+    ZERO_GRAD_PER_EPOCH,
 )
 
 INF = math.inf
@@ -693,18 +695,29 @@ def ce(logits, targets, reduction):
 
 
 def oracle_training(
-    state, train_batches, dev_batches, epochs, lr, n_heads, optimizer="Adam"
+    state,
+    train_batches,
+    dev_batches,
+    epochs,
+    lr,
+    n_heads,
+    optimizer="Adam",
+    schedule=None,
 ):
     """SPEC.md's train in float64 on the oracle model, with torch.optim's optimizer.
 
     Returns the history (its losses 0-d float64 tensors, and ``train_after``, the training
     batches' loss after the epoch's updates), the final weights, and for each parameter
     whether its gradient was ever tiny (|g| <= 1e-6, where Adam's g / (|g| + 1e-8) amplifies
-    rounding).
+    rounding). ``schedule`` names a known mistake in where the loop calls zero_grad and step
+    (``ZERO_GRAD_PER_EPOCH``, ``STEP_PER_EPOCH``, ``LAST_BATCH_STEPS``); None is the
+    correct loop.
     """
     params = {k: v.detach().double().clone().requires_grad_() for k, v in state.items()}
     opt = getattr(torch.optim, optimizer)(params.values(), lr=lr)
     tiny = {k: torch.zeros_like(v, dtype=torch.bool) for k, v in params.items()}
+    zero_grad_per_batch = schedule in (None, LAST_BATCH_STEPS)
+    step_per_batch = schedule in (None, ZERO_GRAD_PER_EPOCH)
 
     def mean_loss(batches):
         total = sum(
@@ -715,15 +728,21 @@ def oracle_training(
     history = []
     for epoch in range(1, epochs + 1):
         total, count = 0.0, 0
+        if not zero_grad_per_batch:
+            opt.zero_grad()
         for inputs, targets in train_batches:
             loss = ce(oracle_logits(params, inputs, n_heads), targets, "mean")
-            opt.zero_grad()
+            if zero_grad_per_batch:
+                opt.zero_grad()
             loss.backward()
             for k, v in params.items():
                 tiny[k] |= v.grad.abs() <= 1e-6
-            opt.step()
+            if step_per_batch:
+                opt.step()
             real = int((targets != IGNORE).sum())
             total, count = total + loss.item() * real, count + real
+        if not step_per_batch:
+            opt.step()
         with torch.no_grad():
             after = {
                 "train_after": mean_loss(train_batches),

@@ -346,16 +346,35 @@ def test_post_norm_block_zeroed_branch(hw):
 @pytest.mark.hidden
 @pytest.mark.uses(6)  # the KV cache
 def test_pre_norm_block_with_cache(hw):
-    """Token by token through a KVCache gives the full causal pass (batch of 2)."""
+    """Token by token through a KVCache, and in chunks of two with their causal masks,
+    gives the full causal pass (batch of 2): the block hands attn both mask and cache."""
     sd = block_state(68, hw.device)
     block = new_module(hw, "block.PreNormBlock", D, H, D_FF, state=sd)
     x = randn(2, 4, D, seed=69, device=hw.device)  # (B, T, D)
+    full = pre_norm(x, sd, future(4, 4, device=hw.device))
     cache = hw.new("gqa.KVCache", 2, H, 4, D // H, device=hw.device, dtype=F64)
     steps = [block(x[:, t : t + 1], cache=cache) for t in range(4)]  # (B, 1, D) each
     assert_close(
         torch.cat(steps, dim=1),
-        pre_norm(x, sd, future(4, 4, device=hw.device)),
+        full,
         "PreNormBlock fed one token at a time with a KVCache",
+    )
+    cache = hw.new("gqa.KVCache", 2, H, 4, D // H, device=hw.device, dtype=F64)
+    chunks = [  # t new tokens after t0 cached ones: mask causal_mask(t, t0 + t)
+        block(x[:, t0 : t0 + 2], mask=future(2, t0 + 2, device=hw.device), cache=cache)
+        for t0 in (0, 2)
+    ]
+    assert_close(
+        torch.cat(chunks, dim=1),
+        full,
+        "PreNormBlock fed two chunks of 2 tokens with a KVCache and causal_mask(2, t0 + 2)",
+        likely={
+            "the mask is not passed on to attn when a cache is given": lambda: (
+                torch.cat(
+                    [pre_norm(x[:, :2], sd, None), pre_norm(x, sd, None)[:, 2:]], dim=1
+                )
+            )
+        },
     )
 
 

@@ -19,7 +19,13 @@ from tests.graded.answers import (
 from tests.graded.compare import LIKELY, assert_close
 from tests.graded.expect import raises_value_error
 from tests.graded.inputs import checked
-from tests.graded.mistakes import PAD_AS_CLASS, PAD_COUNTED
+from tests.graded.mistakes import (
+    LAST_BATCH_STEPS,
+    PAD_AS_CLASS,
+    PAD_COUNTED,
+    STEP_PER_EPOCH,
+    ZERO_GRAD_PER_EPOCH,
+)
 from tests.graded.part7_setup import (
     CHARS,
     EVALUATE,
@@ -289,13 +295,14 @@ DEV_BEFORE = "dev_loss evaluated before the epoch's updates"
 @pytest.mark.hidden
 @pytest.mark.points(1)
 def test_train_records_its_steps_with_default_arguments(hw):
-    """Two epochs of one batch with the default lr (1e-3), against the same training in
-    float64 with torch.optim.Adam: each epoch's train_loss is the loss computed during its
-    step (before the update), dev_loss evaluates the model after the epoch, the weights
-    follow Adam; then train with every default runs one epoch."""
+    """Two epochs of two batches (8 and 3 real targets) with the default lr (1e-3), against
+    the same training in float64 with torch.optim.Adam: the weights follow one Adam step per
+    batch, each epoch's train_loss is the token-weighted mean of the losses computed during
+    its steps (each before its update), dev_loss evaluates the model after the epoch; then
+    train with every default runs one epoch."""
     m, state = new_lm(hw, seed=755)
-    b1, _, b3 = three_batches()
-    train_batches = [tuple(t.to(hw.device) for t in b1)]
+    b1, b2, b3 = three_batches()
+    train_batches = [tuple(t.to(hw.device) for t in b) for b in (b1, b2)]
     history = hw.call(TRAIN, m, train_batches, [b3], epochs=2)
     assert isinstance(history, list) and len(history) == 2, (
         "train(..., epochs=2) should return a list of 2 dicts"
@@ -309,20 +316,24 @@ def test_train_records_its_steps_with_default_arguments(hw):
     def flat(weights_by_name):
         return torch.cat([weights_by_name[n].double().flatten() for n in names])[keep]
 
-    def trained(lr, optimizer="Adam"):
+    def trained(lr, optimizer="Adam", schedule=None):
         return lambda: flat(
-            oracle_training(state, train_batches, dev, 2, lr, H, optimizer)[1]
+            oracle_training(state, train_batches, dev, 2, lr, H, optimizer, schedule)[1]
         )
 
     assert_close(
         flat(after),
         flat(weights),
-        "the weights after 2 epochs of one batch (defaults: Adam, lr=1e-3)",
+        "the weights after 2 epochs of two batches (defaults: Adam, lr=1e-3)",
         likely={
             "SGD instead of Adam": trained(1e-3, "SGD"),
             "the default lr is not 1e-3 (this is 3e-4)": trained(3e-4),
             "the default lr is not 1e-3 (this is 1e-2)": trained(1e-2),
             "no update: zero_grad / backward / step missing": flat(state),
+            **{
+                schedule: trained(1e-3, schedule=schedule)
+                for schedule in (ZERO_GRAD_PER_EPOCH, STEP_PER_EPOCH, LAST_BATCH_STEPS)
+            },
         },
     )
     for n, (record, expected) in enumerate(zip(history, want), start=1):
@@ -338,7 +349,8 @@ def test_train_records_its_steps_with_default_arguments(hw):
         assert_close(
             as_float(record.get("train_loss"), f"history[{n - 1}]['train_loss']"),
             expected["train_loss"],
-            f"train_loss of epoch {n} (one batch: the loss computed during its step)",
+            f"train_loss of epoch {n} (the token-weighted mean of the losses computed "
+            "during its two steps)",
             likely=train_likely,
         )
         assert_close(
@@ -347,8 +359,9 @@ def test_train_records_its_steps_with_default_arguments(hw):
             f"dev_loss of epoch {n}: evaluate(model, dev_batches) after the epoch",
             likely=dev_likely,
         )
-    during = corpus_mean(batch_losses(hw, m, [b1]))
-    again = hw.call(TRAIN, m, train_batches, [b3])
+    one_batch = train_batches[:1]
+    during = corpus_mean(batch_losses(hw, m, one_batch))
+    again = hw.call(TRAIN, m, one_batch, [b3])
     assert isinstance(again, list) and len(again) == 1, (
         "train(model, train_batches, dev_batches) should run epochs=1 by default"
     )

@@ -366,7 +366,8 @@ def test_generate_greedy_cache_matches_no_cache(hw):
 @pytest.mark.points(1)
 def test_generate_output_contract(hw):
     """The prompt then new ids, 1-D Long on the model's device, never PAD_ID even when
-    its logit is the largest; the same generator seed gives the same ids."""
+    its logit is the largest; the same generator seed gives the same ids; no new ids
+    (max_new_tokens=0) is the prompt alone."""
     m, state = new_lm(hw, seed=770)
     bias = state["head.bias"].clone()
     bias[PAD] = 30.0  # PAD's logit is by far the largest
@@ -383,6 +384,18 @@ def test_generate_output_contract(hw):
     assert_exact(sample(), first, "generate with the same generator seed")
     greedy = hw.call(GENERATE, m, prompt, 6, greedy=True)
     check_ids(greedy, prompt, 6, hw, "generate(greedy=True)")
+    for options in ({"greedy": True}, {}):
+        what = f"generate(prompt, max_new_tokens=0{', greedy=True' * bool(options)})"
+        alone = hw.call(GENERATE, m, prompt, 0, **options)
+        assert not (
+            type(alone) is torch.Tensor
+            and alone.dim() == 1
+            and len(alone) > len(prompt)
+        ), (
+            f"{what} returned {len(alone)} ids, not the prompt alone\n{LIKELY} the loop "
+            "makes at least one step: max_new_tokens=0 adds no id"
+        )
+        check_ids(alone, prompt, 0, hw, what)
     # The contract alone admits any ids (a constant): the argmax of the model's logits.
     state = state | {"head.bias": bias}
     check_greedy(hw, m, state, greedy, prompt, 6, "generate(greedy=True)")
@@ -391,11 +404,22 @@ def test_generate_output_contract(hw):
 # One sampling step. In this model head.weight is zero, so the logits are exactly
 # head.bias at every step and one generate call gives N_DRAWS independent draws from
 # softmax(head.bias / TAU) without PAD. The false-failure budget of a correct sampler:
-# likelihood-ratio tests (ALPHA_LR each, 4 of them) plus two-sided Chernoff bounds per
-# id (BETA_ID each side, 12 of them): 4e-7 + 4.8e-7 < 1e-6.
+# likelihood-ratio tests (ALPHA_LR each, 4 of them), two-sided Chernoff bounds per id
+# (BETA_ID each side, 12 of them) and lower Chernoff bounds on the tail sets of TAIL_P
+# (BETA_TAIL each, 14 of them): 4e-7 + 4.8e-7 + 7e-8 < 1e-6.
 TAU, N_DRAWS = 4.0, 96
 TARGET_P = torch.tensor([0.03, 0.12, 0.5, 0.03, 0.2, 0.12], dtype=torch.float64)  # 1..6
 ALPHA_LR, BETA_ID = 1e-7, 4e-8
+# A long tail of distinct probabilities (ids 1..15, most likely first): top-p 0.9 drops
+# its last 0.095 or 0.125 (whether or not it keeps the id that crosses 0.9), top-k with
+# k <= 10 at least 0.07, and N_TAIL draws see a tail of mass >= 0.06 with probability
+# > 1 - BETA_TAIL.
+TAIL_P = torch.tensor(
+    [0.28, 0.16, 0.12, 0.09, 0.07, 0.06, 0.05, 0.045]
+    + [0.03, 0.025, 0.02, 0.018, 0.015, 0.012, 0.005],
+    dtype=torch.float64,
+)
+N_TAIL, BETA_TAIL = 320, 5e-9
 
 
 def kl_bernoulli(a: float, p: float) -> float:
@@ -508,6 +532,42 @@ def test_generate_sampling_distribution(hw):
         "generate without temperature (the same generator seed as with temperature=1.0)",
         likely={"the default temperature is not 1.0": lambda: draws(temperature=0.8)},
     )
+    check_untruncated(hw)
+
+
+def check_untruncated(hw):
+    """Sampling draws from the whole softmax: the least likely ids of a long tail (TAIL_P)
+    are drawn as often as their probability says, which top-k or top-p sampling never
+    does."""
+    vocab = len(TAIL_P) + 1
+    tiny = {"d_model": 4, "n_heads": 1, "n_layers": 1, "d_ff": 4}
+    m, state = new_lm(hw, seed=781, vocab=vocab, max_len=N_TAIL + 1, **tiny)
+    bias = torch.cat([torch.tensor([40.0], dtype=torch.float64), TAIL_P.log()])
+    m.load_state(
+        {
+            "head.weight": torch.zeros_like(state["head.weight"]),
+            "head.bias": bias.to(hw.device),
+        }
+    )
+    gen = hw.new("torch.Generator", device=hw.device)
+    gen.call("manual_seed", 2031)
+    prompt = torch.tensor([1], device=hw.device)
+    what = "generate(temperature=1.0)"
+    out = hw.call(GENERATE, m, prompt, N_TAIL, temperature=1.0, generator=gen)
+    check_ids(out, prompt, N_TAIL, hw, what)
+    assert int(out.max()) < vocab, f"{what} produced ids outside the vocabulary"
+    counts = torch.bincount(out[1:].cpu(), minlength=vocab)[1:].double()
+    for size in range(1, len(TAIL_P)):
+        mass = float(TAIL_P[-size:].sum())
+        freq = float(counts[-size:].sum()) / N_TAIL
+        lo, _ = chernoff_interval(mass, N_TAIL, BETA_TAIL)
+        assert freq > lo, (
+            f"{what}: the {size} least likely ids (probability {mass:.3f} in all) were "
+            f"drawn with frequency {freq:.3f} in {N_TAIL} draws; a sampler of "
+            f"softmax(logits / temperature) stays above {max(lo, 0):.3f}.\n{LIKELY} the "
+            "distribution is truncated (top-k or top-p sampling): sample from the whole "
+            "softmax"
+        )
 
 
 @pytest.mark.hidden
