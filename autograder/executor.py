@@ -21,8 +21,9 @@ import torch
 from autograder.points import MODULES, PACKAGE
 from autograder.protocol import ErrorInfo, HandleRef, map_plain
 
-#: Objects a test may construct that are not part of the student package.
-LIBRARY_CLASSES = {"torch.Generator": torch.Generator}
+#: Objects a test may construct that are not part of the student package: a random
+#: generator, and a one-shot iterator (over a list it is given) for what takes any iterable.
+LIBRARY_CLASSES = {"torch.Generator": torch.Generator, "builtins.iter": iter}
 
 
 class OnlyAssignmentModules:

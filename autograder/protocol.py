@@ -24,7 +24,7 @@ request         meaning                                            example
 ==============  =================================================  ==========================
 
 Names are ``"<module>.<attribute>"`` inside ``transformer_hw``; ``new`` also accepts
-``"torch.Generator"``. Handles may appear anywhere inside arguments (``cache=h``,
+``"torch.Generator"`` and ``"builtins.iter"`` (a one-shot iterator over a list). Handles may appear anywhere inside arguments (``cache=h``,
 ``caches=[h1, h2]``). An exception raised by student code arrives as ``StudentError``, the same
 in every implementation, so tests never depend on where the code ran.
 

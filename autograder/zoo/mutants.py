@@ -553,6 +553,25 @@ CATALOGUE: tuple[Mutant, ...] = (
         "log of a softmax",
     ),
     single(
+        "evaluate-counts-in-a-first-pass",
+        "charlm.py",
+        """            for inputs, targets in batches:
+                inputs, targets = inputs.to(device), targets.to(device)
+                real = int((targets != IGNORE_INDEX).sum())
+                if real:
+                    total += lm_loss(model(inputs), targets, reduction="sum").item()
+                    count += real
+""",
+        """            count = sum(int((t != IGNORE_INDEX).sum()) for _, t in batches)
+            for inputs, targets in batches:
+                inputs, targets = inputs.to(device), targets.to(device)
+                if (targets != IGNORE_INDEX).any():
+                    total += lm_loss(model(inputs), targets, reduction="sum").item()
+""",
+        7,
+        "more of its batches than one pass",
+    ),
+    single(
         "evaluate-in-train-mode",
         "charlm.py",
         """    model.eval()

@@ -188,8 +188,9 @@ def evaluate(model: CharLM, batches) -> float:
     """Token-weighted mean loss over every real target of every batch (total loss / total
     tokens, NOT a mean of batch means), in eval mode without gradients.
 
-    Batches are moved to the model's device; a batch without real targets adds nothing. The
-    model's previous mode is restored, also when this raises.
+    ``batches`` is any iterable of ``(inputs, targets)`` pairs, a generator too: go through
+    it once. Batches are moved to the model's device; a batch without real targets adds
+    nothing. The model's previous mode is restored, also when this raises.
 
     Raises:
         ValueError: no real target in any batch.

@@ -125,7 +125,8 @@ def test_lm_loss_no_real_target_slices_and_wide_logits(hw):
 @pytest.mark.public
 @pytest.mark.points(1)
 def test_evaluate_token_weighted_mean(hw):
-    """evaluate is total loss / total real tokens, not a mean of batch means."""
+    """evaluate is total loss / total real tokens, not a mean of batch means; any iterable
+    of batches will do, one that can be gone through only once too."""
     m, _ = new_lm(hw, seed=700)
     batches = list(three_batches())  # on the CPU: evaluate moves them to the model
     losses = batch_losses(hw, m, batches)
@@ -136,6 +137,16 @@ def test_evaluate_token_weighted_mean(hw):
         "evaluate(model, batches)",
         likely=eval_suspects(losses),
     )
+    what = "evaluate(model, iter(batches))"
+    once = hw.new("builtins.iter", batches)  # an iterator: used up after one pass
+    more = (
+        "evaluate needs more of its batches than one pass (a second loop, len() or "
+        "indexing); SPEC.md allows any iterable, a generator too"
+    )
+    got = as_float(attempt(what, more, hw.call, EVALUATE, m, once), what)
+    # The same batches as a list gave the right value: another one here comes from how the
+    # iterable is used.
+    assert_close(got, corpus_mean(losses), what, likely={more: got})
 
 
 @pytest.mark.hidden
