@@ -139,6 +139,7 @@ def generate(
 ) -> torch.Tensor:
     """The prompt followed by ``max_new_tokens`` new ids, as a 1-D LongTensor on the model's device.
 
+    ``max_new_tokens=0`` gives the prompt alone (as a LongTensor on the model's device).
     ``PAD_ID`` is never produced (its logit is excluded before sampling). ``greedy`` takes the
     argmax; otherwise sample from ``softmax(logits / temperature)`` with ``generator``. With
     ``use_cache`` the prompt goes through the model once and each later step feeds only the

@@ -853,6 +853,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         "max_new_tokens=0",
     ),
     single(
+        "generate-refuses-zero-new-tokens",
+        "charlm.py",
+        "    if max_new_tokens < 0:\n",
+        "    if max_new_tokens < 1:\n",
+        7,
+        "max_new_tokens=0 is refused",
+    ),
+    single(
         "generate-top-p-0.9",
         "charlm.py",
         "                    probs = torch.softmax(logits / temperature, dim=-1)\n",

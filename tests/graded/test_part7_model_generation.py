@@ -386,7 +386,16 @@ def test_generate_output_contract(hw):
     check_ids(greedy, prompt, 6, hw, "generate(greedy=True)")
     for options in ({"greedy": True}, {}):
         what = f"generate(prompt, max_new_tokens=0{', greedy=True' * bool(options)})"
-        alone = hw.call(GENERATE, m, prompt, 0, **options)
+        alone = attempt(
+            what,
+            "max_new_tokens=0 is refused: the prompt followed by 0 new ids is the prompt",
+            hw.call,
+            GENERATE,
+            m,
+            prompt,
+            0,
+            **options,
+        )
         assert not (
             type(alone) is torch.Tensor
             and alone.dim() == 1
