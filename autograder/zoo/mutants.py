@@ -258,6 +258,28 @@ CATALOGUE: tuple[Mutant, ...] = (
         3,
         "mask=None with a cache treated as a causal mask",
     ),
+    single(
+        "mha-float-mask-as-bool",
+        "heads.py",
+        "        out, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, Tq, d_h)\n",
+        """        if mask is not None and mask.is_floating_point():
+            mask = mask != 0  # -inf where prohibited: the same as a bool mask
+        out, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, Tq, d_h)
+""",
+        3,
+        "a float mask turned into a bool one",
+    ),
+    single(
+        "mha-float-mask-changed-in-place",
+        "heads.py",
+        "        out, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, Tq, d_h)\n",
+        """        if mask is not None and mask.is_floating_point():
+            mask[torch.isneginf(mask)] = -1e9  # finite: no NaN from -inf - -inf
+        out, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, Tq, d_h)
+""",
+        3,
+        "in-place operation on an argument",
+    ),
     # Part 4 -----------------------------------------------------------------------------------
     single(
         "rope-half-split",

@@ -28,11 +28,16 @@ def checked(what: str, run, *args, **kwargs):
     except StudentError as err:
         if err.is_a(NotImplementedError) or err.is_a(ImportError):
             raise AssertionError(f"{what} raised {err}") from None
-        view = "view size is not compatible" in err.message
-        hint = VIEW if view else "SPEC.md: any tensor of the stated shape is accepted"
+        message = err.message.lower()
+        if "view size is not compatible" in message:
+            hint = f"\n{LIKELY} {VIEW}"
+        elif "contiguous" in message or "stride" in message:
+            hint = f"\n{LIKELY} SPEC.md: any tensor of the stated shape is accepted"
+        else:  # nothing says the layout is to blame: the error speaks for itself
+            hint = ""
         raise AssertionError(
             f"{what} with non-contiguous tensor arguments (a slice such as "
-            f"logits[:, :-1]) raised {err}\n{LIKELY} {hint}"
+            f"logits[:, :-1]) raised {err}{hint}"
         ) from None
     if changed:
         raise AssertionError(

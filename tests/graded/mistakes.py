@@ -13,6 +13,10 @@ AFTER = "mask applied after the softmax without renormalizing"
 INVERTED = "bool mask inverted (True treated as permitted; True means prohibited)"
 
 # Part 3
+FLOAT_AS_BOOL = (
+    "a float mask turned into a bool one (nonzero = prohibited); a float mask is added to "
+    "the scores"
+)
 SPLIT_NO_T = "split_heads reshapes straight to (B, h, T, d_h) without the transpose"
 MERGE_NO_T = "merge_heads reshapes (B, h, T, d_h) to (B, T, D) without the transpose"
 CROSS_FROM_X = "cross-attention takes keys and values from x instead of context"

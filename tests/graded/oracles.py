@@ -23,6 +23,7 @@ from tests.graded.mistakes import (
     AFTER,
     BATCH_MEANS,
     CROSS_FROM_X,
+    FLOAT_AS_BOOL,
     INVERTED,
     LAST_BATCH_STEPS,
     MERGE_NO_T,
@@ -304,6 +305,8 @@ def mha_suspects(x, sd, n_heads, context=None, mask=None) -> dict:
     }
     if context is not None:
         suspects[CROSS_FROM_X] = lambda: torch_mha(x, sd, n_heads, None, None)
+    if mask is not None and mask.is_floating_point():
+        suspects[FLOAT_AS_BOOL] = lambda: torch_mha(x, sd, n_heads, context, mask != 0)
     return suspects
 
 

@@ -67,9 +67,11 @@ def check_mha(
     what="MultiHeadAttention output",
     bias=True,
     positional=False,
+    strided=False,
 ):
     """The student's MultiHeadAttention against nn.MultiheadAttention, with diagnoses;
-    ``positional``: context and mask passed by position, as SPEC's signature orders them."""
+    ``positional``: context and mask passed by position, as SPEC's signature orders them;
+    ``strided``: every tensor handed over non-contiguous, and none may come back changed."""
     m = student_mha(hw, sd, n_heads, dtype, bias=bias)
     dev = hw.device
 
@@ -78,10 +80,15 @@ def check_mha(
             return None
         return t.to(dev, dtype) if t.is_floating_point() else t.to(dev)
 
+    def run(*args, **kwargs):
+        if strided:
+            return checked(what, m.checked_call, "__call__", *args, **kwargs)
+        return m(*args, **kwargs)
+
     if positional:  # forward(x, context=None, mask=None, cache=None)
-        got = m(put(x), put(context), put(mask))
+        got = run(put(x), put(context), put(mask))
     else:
-        got = m(put(x), context=put(context), mask=put(mask))
+        got = run(put(x), context=put(context), mask=put(mask))
     want = torch_mha(x, sd, n_heads, context, mask)
     assert_close(
         got,
@@ -124,11 +131,12 @@ def test_merge_heads_layout(hw):
 @examples(8)
 @given(seed=seeds, b=sizes(1, 3), t=sizes(1, 4), h=sizes(1, 3), d=sizes(1, 3))
 def test_split_heads_merge_heads_roundtrip(hw, seed, b, t, h, d):
-    """merge_heads(split_heads(x)) == x exactly."""
+    """merge_heads(split_heads(x)) == x exactly, each given a non-contiguous tensor (a
+    slice) and leaving it unchanged."""
     x = randn(b, t, h * d, seed=seed).to(hw.device)
-    split = hw.call(SPLIT, x, h)
+    split = checked(f"split_heads(x, {h})", hw.checked_call, SPLIT, x, h)
     assert_exact(
-        hw.call(MERGE, split),
+        checked("merge_heads(y)", hw.checked_call, MERGE, split),
         x,
         f"merge_heads(split_heads(x, {h})) of {tuple(x.shape)}",
     )
@@ -194,7 +202,8 @@ def test_MultiHeadAttention_cross_attention(hw):
 @pytest.mark.hidden
 def test_MultiHeadAttention_masked(hw):
     """A (B, 1, T, T) bool padding+causal mask (float32), an (h, T, T) per-head mask, and a
-    (B, 1, 1, Tk) float 0/-inf key-padding mask in cross-attention (float64)."""
+    (B, 1, 1, Tk) float mask in cross-attention (float64): key padding (-inf) in one row, a
+    finite bias per key (as ALiBi adds) in the other, all non-contiguous, none changed."""
     sd = mha_weights(8, seed=130)
     x = randn(2, 4, 8, seed=131)  # (B, T, D)
     pad = torch.tensor([[False] * 4, [False, False, True, True]])  # (B, T) lengths 4, 2
@@ -211,6 +220,9 @@ def test_MultiHeadAttention_masked(hw):
     context = randn(2, 5, 8, seed=132)  # (B, Tk, D)
     key_pad = torch.zeros(2, 1, 1, 5, dtype=torch.float64)
     key_pad[0, ..., 3:] = -math.inf
+    key_pad[1, ..., :] = torch.tensor(
+        [0.0, -0.5, -1.0, -1.5, -2.0]
+    )  # added, not a mask
     check_mha(
         hw,
         sd,
@@ -220,6 +232,7 @@ def test_MultiHeadAttention_masked(hw):
         mask=key_pad,
         what="masked cross-attention, m(x, context, mask) by position",
         positional=True,
+        strided=True,
     )
 
 
