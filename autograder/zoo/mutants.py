@@ -548,6 +548,33 @@ CATALOGUE: tuple[Mutant, ...] = (
         6,
         "rope_base ignored",
     ),
+    single(
+        "kv-length-a-tensor",
+        "gqa.py",
+        "        self.v = torch.zeros_like(self.k)\n        self.length = 0\n",
+        "        self.v = torch.zeros_like(self.k)\n        self.length = torch.tensor(0)\n",
+        6,
+        "length kept as a tensor",
+    ),
+    single(
+        "kv-dtype-from-torch-default",
+        "gqa.py",
+        """        self.max_len = max_len
+        self.k = torch.zeros(""",
+        """        self.max_len = max_len
+        dtype = torch.get_default_dtype() if dtype == torch.float32 else dtype
+        self.k = torch.zeros(""",
+        6,
+        "follows torch.get_default_dtype()",
+    ),
+    single(
+        "kv-full-cache-overflows",
+        "gqa.py",
+        "        if self.length + t > self.max_len:\n",
+        "        if self.length + t >= self.max_len:\n",
+        6,
+        "refuses to fill the cache up to max_len exactly",
+    ),
     # Part 7 -----------------------------------------------------------------------------------
     single(
         "lm-loss-sum-skips-no-target-check",

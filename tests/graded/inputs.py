@@ -20,9 +20,10 @@ IN_PLACE = (
 )
 
 
-def checked(what: str, run, *args, **kwargs):
+def checked(what: str, run, *args, raises: str = "", **kwargs):
     """``run(*args, **kwargs)`` (a ``checked_call``) with non-contiguous tensors: its result,
-    once no argument came back changed."""
+    once no argument came back changed. ``raises``: the likely mistake when it raises for
+    another reason than the layout."""
     try:
         value, changed = run(*args, **kwargs)
     except StudentError as err:
@@ -33,8 +34,8 @@ def checked(what: str, run, *args, **kwargs):
             hint = f"\n{LIKELY} {VIEW}"
         elif "contiguous" in message or "stride" in message:
             hint = f"\n{LIKELY} SPEC.md: any tensor of the stated shape is accepted"
-        else:  # nothing says the layout is to blame: the error speaks for itself
-            hint = ""
+        else:  # nothing says the layout is to blame
+            hint = f"\n{LIKELY} {raises}" if raises else ""
         raise AssertionError(
             f"{what} with non-contiguous tensor arguments (a slice such as "
             f"logits[:, :-1]) raised {err}{hint}"

@@ -148,13 +148,15 @@ def test_kv_cache_numel(hw):
 @pytest.mark.points(1)
 @pytest.mark.public
 def test_repeat_kv_interleaves(hw):
-    """Query head j uses kv head j // n_rep: [k0, k0, k1, k1], never [k0, k1, k0, k1]."""
+    """Query head j uses kv head j // n_rep: [k0, k0, k1, k1], never [k0, k1, k0, k1]; x
+    may be a slice, and stays unchanged."""
     for shape, n_rep in (((2, 3, 4, 5), 2), ((1, 2, 3, 4), 3), ((2, 2, 3, 2), 1)):
         x = randn(*shape, seed=70 + n_rep, device=hw.device)  # (B, h_kv, T, d)
+        what = f"repeat_kv(x {shape}, n_rep={n_rep})"
         assert_exact(
-            hw.call("gqa.repeat_kv", x, n_rep),
+            checked(what, hw.checked_call, "gqa.repeat_kv", x, n_rep),
             repeat_kv(x, n_rep),
-            f"repeat_kv(x {shape}, n_rep={n_rep})",
+            what,
             likely={
                 "kv heads tiled ([k0, k1, k0, k1]) instead of each repeated n_rep times in "
                 "place ([k0, k0, k1, k1])": repeat_kv(x, n_rep, tiled=True)
@@ -166,7 +168,9 @@ def test_repeat_kv_interleaves(hw):
 @pytest.mark.points(1)
 @pytest.mark.public
 def test_kv_cache_append(hw):
-    """Preallocated (B, h_kv, max_len, d_head); append writes at length, returns the prefix."""
+    """Preallocated (B, h_kv, max_len, d_head), float32 unless told otherwise (whatever
+    torch's default dtype); an int length; append writes at length, up to max_len exactly,
+    returns the prefix and leaves its (non-contiguous) arguments unchanged."""
     cache = hw.new("gqa.KVCache", 2, 3, 6, 4, device=hw.device)
     k = cache.attr("k")
     if tuple(k.shape) != (2, 3, 6, 4) or k.dtype != torch.float32:
@@ -174,6 +178,12 @@ def test_kv_cache_append(hw):
             f"KVCache(2, 3, 6, 4).k should be float32 of shape (2, 3, 6, 4) (B, h_kv, max_len, "
             f"d_head), got {k.dtype} {tuple(k.shape)}"
         )
+    made = hw.call_with_default_dtype(F64, "gqa.KVCache", 2, 3, 6, 4, device=hw.device)
+    assert made.attr("k").dtype == torch.float32, (
+        "KVCache(2, 3, 6, 4) made while torch's default dtype is float64 holds "
+        f"{made.attr('k').dtype}\n{LIKELY} the cache's dtype follows "
+        "torch.get_default_dtype(); SPEC.md's signature defaults it to float32"
+    )
 
     cache = hw.new("gqa.KVCache", 2, 3, 6, 4, device=hw.device, dtype=F64)
     for name in ("k", "v"):
@@ -187,14 +197,30 @@ def test_kv_cache_append(hw):
             raise AssertionError(
                 f"KVCache.{name} is on {tensor.device}, not {hw.device}"
             )
-    assert cache.attr("length") == 0, "a new KVCache should have length 0"
+    length = cache.attr("length")
+    assert type(length) is int, (
+        f"KVCache.length should be a Python int, got {type(length).__name__}\n{LIKELY} "
+        "length kept as a tensor: keep an int (add k_new.shape[2] to it)"
+    )
+    assert length == 0, "a new KVCache should have length 0"
 
-    ks = [randn(2, 3, t, 4, seed=72 + t, device=hw.device) for t in (2, 3)]
-    vs = [randn(2, 3, t, 4, seed=82 + t, device=hw.device) for t in (2, 3)]
+    ks = [randn(2, 3, t, 4, seed=72 + t, device=hw.device) for t in (2, 3, 1)]
+    vs = [randn(2, 3, t, 4, seed=82 + t, device=hw.device) for t in (2, 3, 1)]
     filled = 0
     for k_new, v_new in zip(ks, vs):
         before, filled = filled, filled + k_new.shape[2]
-        k_all, v_all = cache.call("append", k_new, v_new)
+        what = f"KVCache.append at length {before} of max_len 6 ({k_new.shape[2]} new)"
+        k_all, v_all = checked(
+            what,
+            cache.checked_call,
+            "append",
+            k_new,
+            v_new,
+            raises="append refuses to fill the cache up to max_len exactly (it overflows "
+            "only when length + t > max_len)"
+            if filled == 6
+            else "",
+        )
         length = cache.attr("length")
         stuck = f"\n{LIKELY} append does not advance length" if length == before else ""
         assert length == filled, (
@@ -206,8 +232,8 @@ def test_kv_cache_append(hw):
         assert_exact(
             v_all, v_seen, f"the values append returns after {filled} positions"
         )
-    assert_exact(cache.attr("k")[:, :, :5], torch.cat(ks, dim=2), "KVCache.k[:, :, :5]")
-    assert_exact(cache.attr("v")[:, :, :5], torch.cat(vs, dim=2), "KVCache.v[:, :, :5]")
+    assert_exact(cache.attr("k"), torch.cat(ks, dim=2), "KVCache.k when full")
+    assert_exact(cache.attr("v"), torch.cat(vs, dim=2), "KVCache.v when full")
 
     cache.call("reset")
     assert cache.attr("length") == 0, "KVCache.length should be 0 after reset()"
