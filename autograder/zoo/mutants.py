@@ -791,6 +791,53 @@ CATALOGUE: tuple[Mutant, ...] = (
         "not contiguous",
     ),
     single(
+        "tokenizer-lowercases",
+        "charlm.py",
+        "        chars = sorted(set(text))\n",
+        "        chars = sorted(set(text.lower()))\n",
+        7,
+        "changed case",
+    ),
+    single(
+        "charlm-embeds-a-view",
+        "charlm.py",
+        "        x = self.tok_emb(idx) + self.pos_emb(positions)  # (B, T, D)\n",
+        """        flat = self.tok_emb(idx.view(-1))  # (B * T, D)
+        x = flat.view(*idx.shape, -1) + self.pos_emb(positions)  # (B, T, D)
+""",
+        7,
+        "`.view(...)` on a tensor that is not contiguous",
+    ),
+    single(
+        "make-caches-shares-one",
+        "charlm.py",
+        """        return [
+            KVCache(
+                batch,
+                block.attn.n_heads,
+                self.max_len,
+                block.attn.d_head,
+                device=weight.device,
+                dtype=weight.dtype,
+            )
+            for block in self.blocks
+        ]
+""",
+        """        block = self.blocks[0]
+        cache = KVCache(
+            batch,
+            block.attn.n_heads,
+            self.max_len,
+            block.attn.d_head,
+            device=weight.device,
+            dtype=weight.dtype,
+        )
+        return [cache] * len(self.blocks)
+""",
+        7,
+        "one KVCache shared by every block",
+    ),
+    single(
         "train-loss-after-the-epoch",
         "charlm.py",
         '"train_loss": total / count,',

@@ -9,6 +9,7 @@ from tests.graded.answers import (
 )
 from tests.graded.compare import assert_exact
 from tests.graded.expect import raises_value_error
+from tests.graded.inputs import checked
 from tests.graded.part7_setup import (
     CHARS,
     CORPUS,
@@ -21,6 +22,7 @@ from tests.graded.part7_setup import (
     PAD_TARGETS,
     TOKENIZER,
     UNSHIFTED,
+    attempt,
 )
 
 pytestmark = pytest.mark.part(7)
@@ -70,14 +72,24 @@ def test_char_tokenizer_round_trip(hw):
 @pytest.mark.hidden
 @pytest.mark.points(1)
 def test_char_tokenizer_errors(hw):
-    """An unknown character or id is a ValueError (naming the character)."""
-    tok = hw.new(TOKENIZER, "hello world\n")
-    back = tok.call("decode", tok.call("encode", "low\n"))
-    assert back == "low\n", f"CharTokenizer.decode(encode('low\\n')) gave {back!r}"
+    """An unknown character or id is a ValueError (naming the character); every character
+    of the text, upper case too, is in the vocabulary."""
+    tok = hw.new(TOKENIZER, "Hello world\n")
+    for word in ("low\n", "Hello"):
+        what = f"CharTokenizer('Hello world\\n').encode({word!r})"
+        ids = attempt(
+            what,
+            "the vocabulary is not the text's own characters (changed case?)",
+            tok.call,
+            "encode",
+            word,
+        )
+        back = tok.call("decode", ids)
+        assert back == word, f"CharTokenizer.decode(encode({word!r})) gave {back!r}"
     raises_value_error(
-        "CharTokenizer.encode('he#lo')", ("#",), tok.call, "encode", "he#lo"
+        "CharTokenizer.encode('He#lo')", ("#",), tok.call, "encode", "He#lo"
     )
-    # the vocabulary "\n", " ", d, e, h, l, o, r, w has ids 1..9, so 10 is unknown
+    # the vocabulary "\n", " ", H, d, e, l, o, r, w has ids 1..9, so 10 is unknown
     raises_value_error(
         "CharTokenizer.decode([1, 2, 10])",
         ("10", "id"),
@@ -100,10 +112,15 @@ def test_char_tokenizer_errors(hw):
 SEQS = ([3, 1, 4, 1, 5], [2, 7], [6, 2, 8, 3, 9, 4])  # lengths 5, 2, 6 -> T = 5
 
 
-def check_lm_batch(hw, pad_id):
+def check_lm_batch(hw, pad_id, strided=False):
+    """``strided``: the sequences handed over as slices, and none may come back changed."""
     seqs = [torch.tensor(s, device=hw.device) for s in SEQS]
     kwargs = {} if pad_id == PAD else {"pad_id": pad_id}
-    out = hw.call(LM_BATCH, seqs, **kwargs)
+    if strided:
+        what = f"lm_batch(sequences, pad_id={pad_id})"
+        out = checked(what, hw.checked_call, LM_BATCH, seqs, **kwargs)
+    else:
+        out = hw.call(LM_BATCH, seqs, **kwargs)
     assert isinstance(out, tuple) and len(out) == 2, (
         "lm_batch should return a tuple (inputs, targets)"
     )
@@ -133,9 +150,9 @@ def test_lm_batch_shift_and_right_padding(hw):
 @pytest.mark.hidden
 @pytest.mark.points(1)
 def test_lm_batch_pad_id_and_short_sequence(hw):
-    """A non-default pad_id pads the inputs (targets still IGNORE_INDEX); a sequence
-    of length 1 is refused."""
-    seqs = check_lm_batch(hw, 5)
+    """A non-default pad_id pads the inputs (targets still IGNORE_INDEX), the sequences
+    slices left unchanged; a sequence of length 1 is refused."""
+    seqs = check_lm_batch(hw, 5, strided=True)
     raises_value_error(
         "lm_batch with a sequence of length 1",
         ("sequence",),

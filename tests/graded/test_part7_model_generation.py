@@ -146,13 +146,27 @@ def test_charlm_defaults(hw):
 @pytest.mark.hidden
 @pytest.mark.points(1)
 def test_charlm_cached_forward_matches_full(hw):
-    """Chunks fed through make_caches() give one full forward's logits; positions past
-    max_len in all are refused."""
+    """Chunks (slices, left unchanged) fed through make_caches() give one full forward's
+    logits; positions past max_len in all are refused."""
     m, state = new_lm(hw, seed=730, max_len=8)
     idx = randint(1, V, 2, 6, seed=731, device=hw.device)  # (B, T)
     spans = ((0, 3), (3, 4), (4, 6))
     caches = m.call("make_caches", batch=2)
-    chunks = [m(idx[:, a:b], caches=caches) for a, b in spans]
+    assert len({cache.ref.id for cache in caches}) == len(caches), (
+        f"make_caches(batch=2) returned {len(caches)} caches that are one object\n"
+        f"{LIKELY} one KVCache shared by every block ([KVCache(...)] * n_layers); each "
+        "block needs its own"
+    )
+    chunks = [
+        checked(
+            f"CharLM forward of idx[:, {a}:{b}] through the caches",
+            m.checked_call,
+            "__call__",
+            idx[:, a:b],
+            caches=caches,
+        )
+        for a, b in spans
+    ]
     unmasked = torch.ones(6, 6, dtype=torch.bool).tril()
     for a, b in spans:
         unmasked[a:b, a:b] = True  # a chunk that sees all of itself
