@@ -608,6 +608,14 @@ def encode(text: str) -> list[int]:
     return [CHARS.index(c) + 1 for c in text]
 
 
+def memoized(oracle):
+    """Mark an oracle that costs much and gets the same arguments for every submission (a
+    training run from fixed weights): ``tests.graded.answers`` computes it once per process
+    and hands each caller a copy."""
+    oracle.memoized = True
+    return oracle
+
+
 def from_student_outputs(oracle):
     """Mark an oracle whose arguments are the student's own outputs: nothing can be stored for
     it at release, so the handout's tests that need it run only when graded."""
@@ -697,6 +705,7 @@ def ce(logits, targets, reduction):
     )
 
 
+@memoized
 def oracle_training(
     state,
     train_batches,
