@@ -811,28 +811,11 @@ CATALOGUE: tuple[Mutant, ...] = (
     single(
         "make-caches-shares-one",
         "charlm.py",
-        """        return [
-            KVCache(
-                batch,
-                block.attn.n_heads,
-                self.max_len,
-                block.attn.d_head,
-                device=weight.device,
-                dtype=weight.dtype,
-            )
-            for block in self.blocks
+        """            for block in self.blocks
         ]
 """,
-        """        block = self.blocks[0]
-        cache = KVCache(
-            batch,
-            block.attn.n_heads,
-            self.max_len,
-            block.attn.d_head,
-            device=weight.device,
-            dtype=weight.dtype,
-        )
-        return [cache] * len(self.blocks)
+        """            for block in self.blocks[:1]
+        ] * len(self.blocks)
 """,
         7,
         "one KVCache shared by every block",

@@ -220,9 +220,8 @@ def test_MultiHeadAttention_masked(hw):
     context = randn(2, 5, 8, seed=132)  # (B, Tk, D)
     key_pad = torch.zeros(2, 1, 1, 5, dtype=torch.float64)
     key_pad[0, ..., 3:] = -math.inf
-    key_pad[1, ..., :] = torch.tensor(
-        [0.0, -0.5, -1.0, -1.5, -2.0]
-    )  # added, not a mask
+    # A finite bias per key: added to the scores, not read as a mask.
+    key_pad[1, ..., :] = torch.tensor([0.0, -0.5, -1.0, -1.5, -2.0])
     check_mha(
         hw,
         sd,

@@ -540,9 +540,8 @@ def test_generate_sampling_distribution(hw):
             f"but softmax(logits / temperature) gives it {p:.3f} (a correct sampler "
             f"stays within ({max(lo, 0):.3f}, {min(hi, 1):.3f}))"
         )
-    for size in range(
-        1, len(TARGET_P)
-    ):  # the least likely ids, as truncation drops them
+    # The least likely ids, as a truncation drops them.
+    for size in range(1, len(TARGET_P)):
         mass = float(TARGET_P[-size:].sum())
         f = float(counts[-size:].sum()) / N_DRAWS
         lo, _ = chernoff_interval(mass, N_DRAWS, BETA_TAIL)
