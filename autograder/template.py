@@ -293,7 +293,8 @@ def _worker_main(
         private = namespaced and confine.private_scratch(
             limits.tmp_bytes, limits.shm_bytes, needed
         )
-        if config.get("cpu") is not None:  # the CPU of the thread it answers
+        # Its own CPU, or that of the thread it answers (sandbox._CpuPlan).
+        if config.get("cpu") is not None:
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, {config["cpu"]})
         root = PRIVATE_ROOT if private else shared_folder(os.getpid())
@@ -333,7 +334,7 @@ def _worker_main(
     except BaseException:  # noqa: BLE001 - never run student code half-confined
         os._exit(UNCONFINED)
     hangs.disarm(config["disarmed"], root / PACKAGE, limits.call_timeout)
-    _serve(sock, executor, device, tripwire.found, seconds)
+    _serve(sock, executor, device, tripwire.found, seconds, config["poll"])
 
 
 def _needed_folders() -> list[str]:
@@ -383,9 +384,11 @@ def _write_read_only(path: Path, data: bytes) -> None:
     os.chmod(path, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
 
 
-def _serve(sock, executor, device, found: list, seconds: float) -> None:
+def _serve(sock, executor, device, found: list, seconds: float, poll: float) -> None:
     while True:
         try:
+            if poll:
+                wire.poll_readable(sock, poll)
             request = wire.recv(sock, device)
             seq = request["seq"]
             signal.setitimer(signal.ITIMER_REAL, seconds)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import select
 import socket
 import struct
@@ -383,6 +384,23 @@ def _recv_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytear
             raise EOFError("connection closed")
         got += k
     return buf
+
+
+def poll_readable(sock: socket.socket, seconds: float) -> bool:
+    """Whether ``sock`` has data (or was closed) within ``seconds``, trying without sleeping and
+    yielding the CPU between tries: a CPU kept busy answers at once, where one that went idle
+    must first be woken."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        try:
+            sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            os.sched_yield()
+            continue
+        except OSError:
+            pass  # the read that follows reports it
+        return True
+    return False
 
 
 def _check_nonblocking(sock: socket.socket) -> None:

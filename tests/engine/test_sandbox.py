@@ -23,7 +23,15 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from autograder import boundary, confine, hangs, intake, template, template_client
+from autograder import (
+    boundary,
+    confine,
+    hangs,
+    intake,
+    sandbox,
+    template,
+    template_client,
+)
 from autograder.points import PACKAGE
 from autograder.protocol import StudentError, expect_student_error
 from autograder.runner import SandboxUnavailable
@@ -65,16 +73,31 @@ def test_results_are_plain_tensors_and_objects_stay_behind_handles(tmp_path):
         assert set(layer.state_dict()) == {"weight", "bias"}
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing to pair")
-def test_the_worker_runs_on_the_cpu_of_the_thread_it_answers(tmp_path):
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing to plan")
+@pytest.mark.parametrize("idle", [0, 1], ids=["busy-host", "a-cpu-to-spare"])
+def test_the_worker_shares_the_threads_cpu_unless_one_is_idle(
+    tmp_path, monkeypatch, idle
+):
+    """On a busy host the worker takes turns with the thread it answers on one CPU; with a CPU
+    to spare, each has its own and they poll for each other (the answers as before)."""
+    monkeypatch.setattr(sandbox, "_idle_cpus", lambda allowed: idle)
     code = "import os\n\n\ndef cpus():\n    return sorted(os.sched_getaffinity(0))\n"
     allowed = os.sched_getaffinity(0)
     with IsolatedSubmission(submission(tmp_path, masks=code)) as hw:
         worker = hw.call("masks.cpus")
-        assert len(worker) == 1 and os.sched_getaffinity(0) == set(worker)
-    assert (
-        os.sched_getaffinity(0) == allowed
-    )  # every CPU back once the submission is done
+        ours = os.sched_getaffinity(0)
+        assert len(worker) == 1 and len(ours) == 1
+        assert (set(worker) == ours) != bool(idle)
+        for n in range(1, 30):  # True above the diagonal: the future
+            expected = torch.ones(n, n, dtype=torch.bool).triu(1)
+            assert torch.equal(hw.call("masks.causal_mask", n), expected)
+    # every CPU back once the submission is done
+    assert os.sched_getaffinity(0) == allowed
+
+
+def test_cpu_quotas_limit_the_cpus_counted_as_idle(monkeypatch):
+    monkeypatch.setattr(sandbox, "_cpu_quotas", lambda: [0.5])
+    assert sandbox._idle_cpus(64) < 1
 
 
 def test_errors_carry_student_frames_without_temporary_paths(tmp_path):

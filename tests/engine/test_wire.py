@@ -238,3 +238,16 @@ def test_a_deadline_is_refused_on_a_blocking_socket():
             wire.recv(b, CPU, deadline=time.monotonic() + 1)
         with pytest.raises(ValueError, match="non-blocking"):
             wire.send(a, {"x": 1}, deadline=time.monotonic() + 1)
+
+
+def test_polling_sees_data_and_a_closed_peer_at_once_and_gives_up_when_told():
+    a, b = socket.socketpair()
+    with a, b:
+        start = time.perf_counter()
+        assert not wire.poll_readable(b, 0.05)
+        assert time.perf_counter() - start >= 0.05
+        a.sendall(b"x")
+        assert wire.poll_readable(b, 60)
+        assert b.recv(1) == b"x"  # polling left the data to be read
+        a.close()
+        assert wire.poll_readable(b, 60)
