@@ -25,8 +25,9 @@ request         meaning                                            example
 
 Names are ``"<module>.<attribute>"`` inside ``transformer_hw``; ``new`` also accepts
 ``"torch.Generator"`` and ``"builtins.iter"`` (a one-shot iterator over a list). Handles may
-appear anywhere inside arguments (``cache=h``, ``caches=[h1, h2]``). An exception raised by student code arrives as ``StudentError``, the same
-in every implementation, so tests never depend on where the code ran.
+appear anywhere inside arguments (``cache=h``, ``caches=[h1, h2]``). An exception raised by
+student code arrives as ``StudentError``, the same in every implementation, so tests never
+depend on where the code ran.
 
 ``InProcessSubmission`` runs the student code in the test process (for debugging: tracebacks
 and ``pdb`` work); ``autograder.sandbox`` provides the isolated implementation behind the very

@@ -249,6 +249,7 @@ class IsolatedSubmission(Submission):
         started = time.monotonic()
         ours, theirs = socket.socketpair()
         stacks_ours, stacks_theirs = socket.socketpair()
+        cpu, poll = self._cpu_plan.choose()
         config = {
             "device": str(self.device),
             "limits": asdict(self.limits),
@@ -256,8 +257,8 @@ class IsolatedSubmission(Submission):
             if boundary.bwrap_path()
             else _hidden_paths(self.limits.hidden),
             "uid": _next_uid(),
-            "cpu": self._cpu_plan.choose()[0],
-            "poll": self._cpu_plan.choose()[1],
+            "cpu": cpu,
+            "poll": poll,
             "disarmed": [
                 [*key, self._hung_at[key]]
                 for key, count in sorted(self._hangs.items())
@@ -449,8 +450,8 @@ class _CpuPlan:
                 if len(allowed) > 1 and cpu in allowed:
                     os.sched_setaffinity(0, {cpu})
                     self._thread, self._allowed = threading.get_native_id(), allowed
-                    others = sorted(allowed - {cpu})
                     if _idle_cpus(len(allowed)) >= 1:
+                        others = sorted(allowed - {cpu})
                         self._plan = (others[cpu % len(others)], POLL_SECONDS)
                     else:
                         self._plan = (cpu, 0.0)
