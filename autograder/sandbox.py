@@ -141,6 +141,12 @@ class IsolatedSubmission(Submission):
             for f, line, call in self._violations
         ]
 
+    def _record(self, records) -> None:
+        """Keep every record: each worker reports all it saw, a fresh one starts from none."""
+        self._violations += [
+            record for record in map(tuple, records) if record not in self._violations
+        ]
+
     # The protocol ------------------------------------------------------------------------------
     def _send(self, op, target, name, args, kwargs):
         label = _label(op, target.ref if target is not None else None, name)
@@ -210,12 +216,6 @@ class IsolatedSubmission(Submission):
                 "ProcessExit",
                 f"the submission's process {BROKE_PROTOCOL} during {label} ({exc})",
             ) from None
-        # Each worker reports all it saw; a fresh worker starts from none: keep every record.
-        self._violations += [
-            record
-            for record in map(tuple, reply["v"])
-            if record not in self._violations
-        ]
         if "error" in reply:
             raise StudentError(self._scrub(reply["error"]))
         return reply["ok"]
@@ -374,8 +374,12 @@ class IsolatedSubmission(Submission):
                 if hello:
                     return reply
                 self._reply_bytes += size
+                if _valid_notice(reply):  # a forbidden call, sent as it was made
+                    self._record([reply["seen"]])
+                    continue
                 if not _valid_reply(reply, self._seq):
                     raise wire.WireError("reply out of sequence")
+                self._record(reply["v"])
                 return reply
 
     def _how_it_ended(
@@ -543,6 +547,15 @@ def _valid_reply(reply, seq: int) -> bool:
         and all(_valid_record(v) for v in reply["v"])
         and (("ok" in reply) != ("error" in reply))
         and ("error" not in reply or type(reply["error"]) is ErrorInfo)
+    )
+
+
+def _valid_notice(message) -> bool:
+    """A forbidden-call record sent the moment the call was made: ``{"seen": record}``."""
+    return (
+        type(message) is dict
+        and list(message) == ["seen"]
+        and _valid_record(message["seen"])
     )
 
 

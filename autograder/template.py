@@ -320,7 +320,7 @@ def _worker_main(
         from autograder import tripwire
         from autograder.executor import Executor
 
-        tripwire.watch(str(root / PACKAGE))
+        tripwire.watch(str(root / PACKAGE), report=_reporter(sock))
         executor = Executor(root, arguments_are_copies=True)
         # A request still running at hangs.DUMP_AT of its limit gets a SIGALRM, on which
         # faulthandler (in C, needing no GIL) writes the stacks the grading side reads
@@ -335,6 +335,19 @@ def _worker_main(
         os._exit(UNCONFINED)
     hangs.disarm(config["disarmed"], root / PACKAGE, limits.call_timeout)
     _serve(sock, executor, device, tripwire.found, seconds, config["poll"])
+
+
+def _reporter(sock: socket.socket):
+    """Send each forbidden-call record the moment it is made; a worker whose socket can no
+    longer take one (closed or replaced by its code) ends, so no record is ever lost."""
+
+    def report(record) -> None:
+        try:
+            wire.send(sock, {"seen": list(record)})
+        except BaseException:  # noqa: BLE001 - whatever broke it, the record must not be lost
+            os._exit(BROKEN)
+
+    return report
 
 
 def _needed_folders() -> list[str]:

@@ -1,178 +1,174 @@
 """Forbidden calls caught at run time, inside the sandboxed worker.
 
-The static scan (``autograder.forbidden``) reads the source; a name built at run time, a helper in
-a file without a forbidden list (masks.py, rope.py) or a library class that calls a forbidden
-function one frame down escapes it. Here every forbidden torch function is wrapped, and each
-class's ``__init__``. A call is charged by walking outward from it to the nearest student frame
-whose file forbids that name: library frames and student files that allow the name pass through,
-so ``Categorical(logits=x)`` in attention.py (which calls ``logsumexp`` and ``softmax`` inside
-torch) costs part 1, and a masks.py helper called from heads.py costs part 3. A call made while
-another watched call runs (``F.softmax`` calling ``Tensor.softmax``) is that call's business.
+The watch is a ``TorchFunctionMode``: torch hands it every call of its Python API, whatever
+route reached it (an alias, a computed ``getattr``, ``operator.methodcaller``, a method read off
+``torch._C.TensorBase``, ``torch.ops.aten._softmax``, a library class or distribution calling
+one inside), so no route needs a name the static scan knows. A call whose function belongs to a
+forbidden family (``autograder.forbidden.FAMILY_WORDS``) is charged by walking outward from it
+to the nearest student frame whose file forbids that family: library frames and student files
+that allow it pass through, so ``Categorical(logits=x)`` in attention.py costs part 1, and a
+masks.py helper called from heads.py costs part 3. Calls made inside a watched call (``F.softmax``
+calling ``Tensor.softmax``) run below the mode and are that call's business.
 
-Tampering, best effort: the wrappers' globals are an empty namespace and they keep no
-``__wrapped__``, so neither leads back to the originals or to the watch; the watch's state lives
-in closures only. Inside the student's process nothing is truly out of reach, so the grader also
-sends a probe (``probe``): forbidden calls made as if from student files, which must come back as
-violations, and a check that every wrapper is still in place; a worker whose watch was switched
-off, rerouted or unwrapped fails it.
+A mode lives in its thread's state, so the watch follows threads: every thread started after
+``install`` enters it first. What the static rules keep out (``torch.overrides``, ``torch._C``,
+TorchScript from text, frames) is what could pop it.
+
+Each record leaves the worker as it is made (``watch``'s ``report``: a message on the worker's
+socket) and again with every reply; a record emptied from the worker's memory later was
+already sent. The grader also probes the watch (``probe``): forbidden calls made as if from
+student files, in the worker's thread and in a new one, which must come back as violations.
 """
 
 from __future__ import annotations
 
+import _thread
 import ast
-import builtins
-import functools
 import importlib
 import os
 import sys
+import threading
 
 import torch
-import torch.nn.functional
+from torch.overrides import TorchFunctionMode
 
-from autograder.forbidden import RULES
+from autograder.forbidden import FAMILY_WORDS, RULES
 from autograder.points import MODULES, PACKAGE
 
-#: Where forbidden functions live, with the name used in messages.
-NAMESPACES = {
-    "torch": torch,
-    "torch.nn.functional": torch.nn.functional,
-    "torch.special": torch.special,
-    "torch.nn": torch.nn,
-    "torch.Tensor": torch.Tensor,
-    "torch._C._nn": torch._C._nn,
-    "torch.sparse": torch.sparse,
-    "torch.masked": torch.masked,
-}
-
-#: What the probe calls, per student file, all on one line: (file, call as recorded, code).
+#: What the probe calls, one per line from the probe's first line: (file, code). The last runs
+#: in a thread of its own, which the watch must follow.
 PROBE_CALLS = (
-    ("attention.py", "torch.softmax", "torch.softmax(t, 0)"),
-    ("attention.py", "torch.Tensor.log_softmax", "t.log_softmax(0)"),
+    ("attention.py", "torch.softmax(t, 0)"),
+    ("attention.py", "t.log_softmax(0)"),
+    ("norm.py", "torch.nn.functional.layer_norm(t, (1,))"),
+    ("norm.py", "torch.nn.LayerNorm(1)(t)"),
     (
-        "norm.py",
-        "torch.nn.functional.layer_norm",
-        "torch.nn.functional.layer_norm(t, (1,))",
+        "gqa.py",
+        "threading.Thread(target=lambda: torch.special.logsumexp(t, 0)).start()",
     ),
-    ("norm.py", "torch.nn.LayerNorm", "torch.nn.LayerNorm(1)"),
 )
 
 #: (file, line, call) of each forbidden call seen, in order of first occurrence; the worker
 #: sends it back with every reply.
 found: list[tuple[str, int, str]] = []
 
-# The wrappers are made in a namespace of their own: their ``__globals__`` lead nowhere.
-_FACTORY = """
-def wrap_function(original, call, name, charge):
-    def wrapper(*args, **kwargs):
-        charge(call, name)
-        return original(*args, **kwargs)
-    return wrapper
+_FAMILIES = tuple(FAMILY_WORDS)
+#: Names of the functions the modes of the namespaces below reach, for the feedback.
+_LABELS = {
+    None: "torch.Tensor",
+    "torch._C._special": "torch.special",
+    "torch._C._nn": "torch._C._nn",
+    "torch._ops.aten": "torch.ops.aten",
+}
 
-def wrap_init(init, call, name, charge):
-    def __init__(self, *args, **kwargs):
-        charge(call, name)
-        init(self, *args, **kwargs)
-    return __init__
-"""
+
+def _families_of(func) -> tuple[int, ...]:
+    """Which forbidden families (indices into ``_FAMILIES``) ``func`` belongs to."""
+    name = str(getattr(func, "__name__", "")).split(".")[0]
+    lower = name.lower()
+    if "backward" in lower:  # the gradient of a forward already judged
+        return ()
+    return tuple(
+        i
+        for i, family in enumerate(_FAMILIES)
+        if name in family or any(word in lower for word in FAMILY_WORDS[family])
+    )
+
+
+def _label(func) -> str:
+    name = str(getattr(func, "__name__", "?")).split(".")[0]
+    module = getattr(func, "__module__", None)
+    return f"{_LABELS.get(module, module)}.{name}"
 
 
 def _make_watch(record_to: list):
-    """The watch: its state lives in these closures, nowhere else."""
-    # Only the builtins (C code the originals call may import through them): nothing of ours.
-    namespace = {"__builtins__": builtins}
-    exec(compile(_FACTORY, "<tripwire>", "exec"), namespace)  # noqa: S102 - our own text
-    wrap_function, wrap_init = namespace["wrap_function"], namespace["wrap_init"]
-    files: dict[
-        str, frozenset[str]
-    ] = {}  # absolute student path -> names forbidden there
+    """The watch: its state lives in these closures and the mode, nowhere else."""
+    files: dict[str, frozenset[int]] = {}  # absolute student path -> families forbidden
     seen: set[tuple[str, int, str]] = set()
+    families: dict[object, tuple[int, ...]] = {}  # memo per function
+    reporter: list = [None]
     getframe, basename = sys._getframe, os.path.basename
 
-    def charge(call: str, name: str) -> None:
-        """Walk out from the wrapper's caller to the student file that forbids ``name``."""
-        if not files:
-            return
+    def charge(func, found_in: tuple[int, ...]) -> None:
         frame = getframe(2)
         while frame is not None:
             code = frame.f_code
-            if code in wrapper_codes:
-                return  # inside another watched call: that call is charged, not this one
-            names = files.get(code.co_filename)
-            if names is not None and name in names:
-                key = (basename(code.co_filename), frame.f_lineno or 0, call)
+            forbids = files.get(code.co_filename)
+            if forbids is not None and not forbids.isdisjoint(found_in):
+                key = (basename(code.co_filename), frame.f_lineno or 0, _label(func))
                 if key not in seen:
                     seen.add(key)
                     record_to.append(key)
+                    if reporter[0] is not None:
+                        reporter[0](key)
                 return
             frame = frame.f_back
 
-    wrapper_codes = frozenset(
-        f(None, "", "", charge).__code__ for f in (wrap_function, wrap_init)
-    )
+    class Watch(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            try:
+                found_in = families[func]
+            except KeyError:
+                found_in = families[func] = _families_of(func)
+            except TypeError:  # not hashable
+                found_in = _families_of(func)
+            if found_in and files:
+                charge(func, found_in)
+            return func(*args, **(kwargs or {}))
 
-    installed: list[
-        tuple[object, str, object, str]
-    ] = []  # (owner, attribute, wrapper, call)
+    def watched(function):
+        def run(*args, **kwargs):
+            if not files:
+                return function(*args, **kwargs)
+            with Watch():
+                return function(*args, **kwargs)
 
-    def install() -> None:
-        names = frozenset().union(*RULES.values())
-        wrapped: set[int] = set()  # classes done and wrappers made: never wrap twice
-        for label, space in NAMESPACES.items():
-            for name in sorted(names):
-                original = getattr(space, name, None)
-                if original is None or id(original) in wrapped:
-                    continue
-                call = f"{label}.{name}"
-                if isinstance(original, type):
-                    init = original.__init__
-                    wrapper = _disguise(wrap_init(init, call, name, charge), init)
-                    original.__init__ = wrapper
-                    installed.append((original, "__init__", wrapper, call))
-                    wrapped.add(id(original))
-                elif callable(original):
-                    wrapper = _disguise(
-                        wrap_function(original, call, name, charge), original
-                    )
-                    setattr(space, name, wrapper)
-                    installed.append((space, name, wrapper, call))
-                    wrapped.add(id(wrapper))
+        return run
 
-    def watch(package_dir: str) -> None:
-        files.clear()
+    def follow_threads() -> None:
+        """Every thread started from now on runs under the watch while it watches."""
+        for module in (_thread, threading):
+            for name in ("start_new_thread", "start_new", "_start_new_thread"):
+                original = getattr(module, name, None)
+                if original is not None:
+                    setattr(module, name, _starting(original, watched))
+
+    def watch(package_dir: str, report=None) -> None:
+        if files:
+            raise RuntimeError("the watch is set once per process")
         for filename, names in RULES.items():
-            files[os.path.join(package_dir, filename)] = names
+            files[os.path.join(package_dir, filename)] = frozenset(
+                i for i, family in enumerate(_FAMILIES) if family <= names
+            )
+        reporter[0] = report
+        Watch().__enter__()  # for the rest of this thread's life
 
-    def replaced() -> list[str]:
-        return [
-            call for owner, attr, w, call in installed if getattr(owner, attr) is not w
-        ]
-
-    return install, watch, replaced
-
-
-def _disguise(wrapper, original):
-    """The original's name and docs, without ``__wrapped__``: no way back to it."""
-    functools.update_wrapper(wrapper, original)
-    del wrapper.__wrapped__
-    return wrapper
+    return follow_threads, watch
 
 
-_install, _watch, _replaced = _make_watch(found)
+def _starting(original, watched):
+    def start(function, *args, **kwargs):
+        return original(watched(function), *args, **kwargs)
+
+    return start
+
+
+_follow_threads, _watch = _make_watch(found)
 
 
 def install() -> None:
-    """Wrap every forbidden name once (in the worker template, before any student import)."""
-    _install()
+    """Make threads follow the watch (in the worker template, before any student import)."""
+    _follow_threads()
 
 
-def watch(package_dir: str) -> None:
-    """Start charging calls to the student files under ``package_dir``."""
-    _watch(package_dir)
+def watch(package_dir: str, report=None) -> None:
+    """Start charging calls to the student files under ``package_dir``, in this thread and
+    every thread started from now on; ``report(record)`` sends each new record at once."""
+    _watch(package_dir, report)
 
 
-def probe(package_dir: str, line: int) -> list[str]:
-    """Make ``PROBE_CALLS`` as if from line ``line`` of the watched student files; return the
-    forbidden names whose wrapper was replaced (an original put back, say).
+def probe(package_dir: str, line: int) -> None:
+    """Make ``PROBE_CALLS`` as if from line ``line`` on of the watched student files.
 
     The student modules are imported first, so whatever they do on import has happened. Each
     call must come back among the violations; the grader checks that they do.
@@ -182,23 +178,28 @@ def probe(package_dir: str, line: int) -> list[str]:
             importlib.import_module(f"{PACKAGE}.{module}")
         except BaseException:  # noqa: BLE001, S110 - a broken module is graded elsewhere
             pass
-    for filename, _, code in PROBE_CALLS:
+    t = torch.zeros(1)
+    for offset, (filename, code) in enumerate(PROBE_CALLS):
         tree = ast.parse(code)
-        ast.increment_lineno(tree, line - 1)
+        ast.increment_lineno(tree, line + offset - 1)
         compiled = compile(tree, os.path.join(package_dir, filename), "exec")
-        exec(compiled, {"torch": torch, "t": torch.zeros(1)})  # noqa: S102 - PROBE_CALLS
-    return _replaced()
+        namespace = {"torch": torch, "t": t, "threading": threading}
+        exec(compiled, namespace)  # noqa: S102 - PROBE_CALLS
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(timeout=10)
 
 
-def probe_failures(line: int, answer, seen) -> list[str]:
-    """What the probe found wrong: its calls missing from ``seen`` (violations as ``(file,
-    line, call)``) and the replaced names in its ``answer``."""
-    got = {(f, n, c.split(" ")[0]) for f, n, c in seen}
-    missing = [
-        f"{call} from {file} went unrecorded"
-        for file, call, _ in PROBE_CALLS
-        if (file, line, call) not in got
+def probe_lines(line: int) -> range:
+    """The lines the probe's calls are made from."""
+    return range(line, line + len(PROBE_CALLS))
+
+
+def probe_failures(line: int, seen) -> list[str]:
+    """The probe's calls missing from ``seen`` (violations as ``(file, line, call)``)."""
+    got = {(f, n) for f, n, _ in seen}
+    return [
+        f"{code} from {file} went unrecorded"
+        for offset, (file, code) in enumerate(PROBE_CALLS)
+        if (file, line + offset) not in got
     ]
-    if not (isinstance(answer, list) and all(isinstance(a, str) for a in answer)):
-        return [*missing, "the probe's answer was not a list of names"]
-    return missing + [f"{call} was replaced" for call in answer]

@@ -229,8 +229,13 @@ class ForbiddenGate:
         self.probe_line = random.SystemRandom().randrange(10**6, 2 * 10**6)
 
     def _refresh(self) -> None:
-        for v in getattr(self.hw, "runtime_violations", list)():
-            if v.line != self.probe_line:
+        if not hasattr(self.hw, "runtime_violations"):
+            return  # in-process: no watch
+        from autograder.tripwire import probe_lines  # the grader's side only
+
+        probed = probe_lines(self.probe_line)
+        for v in self.hw.runtime_violations():
+            if v.line not in probed:
                 self.runtime.setdefault((v.file, v.line, v.call), v)
 
     def reasons(self, part: int) -> list[str]:
@@ -270,7 +275,7 @@ class ForbiddenGate:
         from autograder.sandbox import BROKE_PROTOCOL
 
         try:
-            answer = self.hw.request("probe", None, None, self.probe_line)
+            self.hw.request("probe", None, None, self.probe_line)
         except StudentError as exc:
             broke = BROKE_PROTOCOL in exc.message  # a forged answer, not an exit
             if exc.is_a(TimeoutError) or (exc.type_name == "ProcessExit" and not broke):
@@ -278,7 +283,7 @@ class ForbiddenGate:
             missing = [f"the probe raised {exc.type_name}"]
         else:
             seen = [(v.file, v.line, v.call) for v in self.hw.runtime_violations()]
-            missing = tripwire.probe_failures(self.probe_line, answer, seen)
+            missing = tripwire.probe_failures(self.probe_line, seen)
         if missing:
             self.tampered = (
                 "the grader's watch for forbidden calls was switched off or rerouted in your "

@@ -2,7 +2,7 @@
 student file that forbids it, also through library code and files without a list, and nothing
 that a file may use.
 
-The watch wraps torch for good, so the cases run in one child process of their own.
+The watch stays on for the rest of its process, so the cases run in one child process of their own.
 """
 
 from __future__ import annotations
@@ -46,6 +46,21 @@ CHARGED = [
     ("norm.py", "torch.nn.InstanceNorm1d(3)(x)"),
     ("block.py", "torch.nn.TransformerEncoderLayer(4, 1, 8, batch_first=True)(x)"),
     ("charlm.py", "torch.nn.functional.layer_norm(x, (4,))"),
+    # Routes no name gives away: the watch sees the call itself.
+    ("attention.py", "getattr(torch.nn.functional, 'soft' + 'max')(x, -1)"),
+    ("attention.py", "operator.methodcaller('softmax', -1)(x)"),
+    ("attention.py", "operator.attrgetter('shape', 'softmax')(x)[1](-1)"),
+    ("attention.py", "torch._C.TensorBase.softmax(x, -1)"),
+    ("attention.py", "torch.Tensor.__mro__[1].softmax(x, -1)"),
+    ("attention.py", "torch._C._VariableFunctions.softmax(x, -1)"),
+    ("attention.py", "torch.ops.aten._softmax(x, -1, False)"),
+    ("attention.py", "torch.ops.aten._softmax.default(x, -1, False)"),
+    ("attention.py", "torch.vmap(lambda r: r.softmax(-1))(x)"),
+    ("norm.py", "torch.ops.aten.native_layer_norm(x, (4,), None, None, 1e-5)[0]"),
+    # Another thread: the watch follows it.
+    ("attention.py", "in_thread(lambda: torch.softmax(x, -1))"),
+    ("heads.py", "in_pool(lambda: x.log_softmax(-1))"),
+    ("norm.py", "in_raw_thread(lambda: torch.nn.functional.layer_norm(x, (4,)))"),
 ]
 #: Allowed where they are: the char-LM samples and computes its loss with a softmax.
 ALLOWED = [
@@ -54,6 +69,33 @@ ALLOWED = [
     ("rope.py", "torch.softmax(x, -1)"),
     ("norm.py", "torch.softmax(x, -1)"),
 ]
+
+#: What the cases above call on, in every file.
+HELPERS = """import _thread, concurrent.futures, operator, threading, time, torch
+
+
+def in_thread(f):
+    out = []
+    t = threading.Thread(target=lambda: out.append(f()))
+    t.start()
+    t.join()
+    return out[0]
+
+
+def in_pool(f):
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(f).result()
+
+
+def in_raw_thread(f):
+    out = []
+    _thread.start_new_thread(lambda: out.append(f()), ())
+    while not out:
+        time.sleep(0.001)
+    return out[0]
+
+
+"""
 
 SCRIPT = """
 import importlib, json, sys, torch
@@ -85,6 +127,7 @@ def charged(tmp_path_factory) -> dict[tuple[str, str], list[str]]:
         sources.setdefault(filename, "import torch\n")
         sources[filename] += f"def case{i}(x):\n    return {expression}\n"
     for filename, source in sources.items():
+        source = source.replace("import torch\n", HELPERS, 1)
         (package / filename).write_text(source)
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(package.parent), json.dumps(cases)],
@@ -104,3 +147,67 @@ def test_a_forbidden_path_is_charged_to_its_file(charged, case):
 @pytest.mark.parametrize("case", ALLOWED, ids=lambda c: f"{c[0]}:{c[1]}")
 def test_an_allowed_call_is_not(charged, case):
     assert charged[case] == []
+
+
+CHANNEL_SCRIPT = """
+import json, sys, torch
+from autograder import tripwire
+tripwire.install()
+root = sys.argv[1]
+sys.path.insert(0, root)
+sent = []
+tripwire.watch(root + "/transformer_hw", report=sent.append)
+from transformer_hw import attention
+attention.softmax_and_forget(torch.randn(3))
+print(json.dumps([list(sent), list(tripwire.found)]))
+"""
+
+
+def test_a_record_leaves_as_it_is_made_so_emptying_the_workers_list_loses_nothing(
+    tmp_path,
+):
+    package = tmp_path / "transformer_hw"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "attention.py").write_text(
+        "import sys, torch\n"
+        "def softmax_and_forget(x):\n"
+        "    y = torch.softmax(x, 0)\n"
+        "    sys.modules['autograder.tripwire'].found.clear()\n"
+        "    return y\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", CHANNEL_SCRIPT, str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    sent, kept = json.loads(done.stdout.splitlines()[-1])
+    assert kept == []
+    assert sent == [["attention.py", 3, "torch.softmax"]]
+
+
+SET_TWICE = """
+from autograder import tripwire
+tripwire.watch("/a")
+try:
+    tripwire.watch("/nowhere")
+except RuntimeError:
+    print("refused")
+"""
+
+
+def test_the_watch_is_set_once():
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            SET_TWICE,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "refused"
