@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import functools
 import importlib.util
+import json
+import subprocess
+import sys
 from collections import deque
 from pathlib import Path
 
@@ -122,6 +124,8 @@ class Violation:
     #: or where its result goes, the scan cannot follow), or a call in a file without a
     #: forbidden list of its own (which only serves the files that have one).
     whole: bool = False
+    #: Why it is refused and what to write instead, for a rule that says so itself.
+    advice: str = ""
 
     @property
     def part(self) -> int:
@@ -133,6 +137,11 @@ class Violation:
 
     def describe(self) -> str:
         where = f"{self.file}:{self.line} uses `{self.call}`"
+        if self.advice:
+            cost = "every part" if self.whole else "this part"
+            return (
+                f"{where if self.call else self.file}: {self.advice}; it costs {cost}"
+            )
         if self.evasion:
             cost = "every part" if self.whole else "this part"
             return (
@@ -162,27 +171,18 @@ def by_part(violations) -> dict[int, list[str]]:
 
 
 def scan_source(filename: str, source: str) -> list[Violation]:
-    """Violations in one file's source, read on its own (other student files unknown)."""
+    """Violations in one file's source, read on its own (other student files unknown), in this
+    process: for tests and trusted text."""
     return _Package({filename: source}).violations(filename)
 
 
-#: Longer sources are parsed anew each time rather than kept (a tree takes 30 to 200 times its
-#: source's bytes; the reference's largest module is 13 KB).
-MAX_KEPT_SOURCE = 64 << 10
-
-
-def parse(source: str) -> ast.Module:
-    """The syntax tree of a student file. Staging checks the syntax (``autograder.intake``),
-    then the scan reads the same files in the same process: the trees of the submission at
-    hand are kept in between (a parse costs milliseconds per file). Never modified."""
-    if len(source) > MAX_KEPT_SOURCE:
-        return ast.parse(source)
-    return _parse_kept(source)
-
-
-@functools.lru_cache(maxsize=len(MODULES))
-def _parse_kept(source: str) -> ast.Module:
-    return ast.parse(source)
+#: Most bytes of one module file that is read at all (staging grades no larger file either);
+#: the reference's largest module is 13 KB.
+MAX_MODULE = 512 * 1024
+#: What reading a package may take, in a child process: generous multiples of what the
+#: reference takes (0.03 s, 40 MB), so a loaded machine never reaches them.
+READ_SECONDS = 60
+READ_MEMORY = 1 << 30
 
 
 def read_source(data: bytes) -> str:
@@ -190,38 +190,142 @@ def read_source(data: bytes) -> str:
     ends made ``\\n``), so the scan sees what runs; bytes that do not decode are replaced."""
     try:
         return importlib.util.decode_source(data)
-    except (SyntaxError, UnicodeDecodeError):
+    except (SyntaxError, UnicodeDecodeError, LookupError):
         return data.decode("utf-8", errors="replace")
 
 
 def scan_package(package_dir: Path) -> list[Violation]:
-    """Violations in every file of a ``transformer_hw`` directory, read together."""
-    sources = {}
+    """Violations in every file of a ``transformer_hw`` directory, read together.
+
+    The text is untrusted and the caller may be the grading process, so it is read in a child
+    process under ``READ_SECONDS`` and ``READ_MEMORY``: a file that
+    cannot be read within them, or at all, is that file's violation, and the others are read
+    again without it."""
+    sources, violations = {}, []
     for name in MODULES:
         path = Path(package_dir) / f"{name}.py"
         if path.is_file():
-            sources[path.name] = read_source(path.read_bytes())
-    try:
-        package = _Package(sources)
-        violations = [
-            v for filename in sorted(sources) for v in package.violations(filename)
-        ]
-    except RecursionError:  # expressions nested hundreds deep: unreadable, not a crash
-        violations = [
-            Violation(name, 1, "expressions nested too deeply to check", True, True)
-            for name in sorted(sources)
-            if _too_deep(sources[name])
-        ] or [Violation(min(sources), 1, "code too deeply nested to check", True, True)]
-    _parse_kept.cache_clear()  # the trees staging kept for this scan
-    return violations
+            with open(path, "rb") as f:
+                data = f.read(MAX_MODULE + 1)
+            if len(data) > MAX_MODULE:
+                violations.append(
+                    unreadable(path.name, f"it is over {MAX_MODULE >> 10} KB")
+                )
+            else:
+                sources[path.name] = read_source(data)
+    while sources:
+        found, failed = _read_in_child(sources)
+        if failed is None:
+            violations += [Violation(**v) for v in found]
+            break
+        filename, why = failed
+        violations.append(unreadable(filename, why))
+        del sources[filename]
+    return sorted(violations, key=lambda v: (v.file, v.line, v.call))
 
 
-def _too_deep(source: str) -> bool:
+def unreadable(filename: str, why: str) -> Violation:
+    """The violation of a file the scan could not read: only its own part, as a file that does
+    not compile."""
+    return Violation(
+        filename,
+        1,
+        "",
+        advice=f"{why}, so it cannot be checked for forbidden calls; write ordinary code "
+        "(statements rather than one vast expression, no deep nesting, no generated tables)",
+    )
+
+
+def scan_reporting(sources: dict[str, str], progress) -> list[Violation]:
+    """``scan_package``'s reading, with ``progress(filename)`` called as each file's turn
+    comes (parsing, binding, judging), so a reader stopped on the way names the file."""
+    package = _Package(sources, progress)
+    found = []
+    for filename in sorted(sources):
+        progress(filename)
+        found += package.violations(filename)
+    return found
+
+
+# Reading under a budget ----------------------------------------------------------------------
+#: The folder ``autograder`` is imported from, for the child.
+_ENGINE_ROOT = str(Path(__file__).resolve().parent.parent)
+_CHILD = (
+    "import sys; sys.path.append(sys.argv[1]); "
+    "from autograder.forbidden import child_main; child_main(int(sys.argv[2]))"
+)
+
+
+def _read_in_child(sources: dict[str, str]):
+    """``(violations as dicts, None)``, or ``([], (file, why))`` when reading stopped on that
+    file: it raised, ran out of time or memory, or the child died reading it."""
+    command = [sys.executable, "-I", "-S", "-c", _CHILD, _ENGINE_ROOT, str(READ_MEMORY)]
+    stderr = b""
     try:
-        _Package({"masks.py": source}).violations("masks.py")
+        done = subprocess.run(
+            command,
+            input=json.dumps(sources).encode(),
+            capture_output=True,
+            timeout=READ_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        lines, why = _lines(exc.stdout), f"reading it took over {READ_SECONDS} s"
+    else:
+        lines, stderr = _lines(done.stdout), done.stderr
+        why = f"reading it stopped the reader (exit status {done.returncode})"
+        if lines and "violations" in lines[-1]:
+            return lines[-1]["violations"], None
+        if lines and "failed" in lines[-1]:
+            why = lines.pop()["failed"]
+    at = [line["at"] for line in lines if "at" in line]
+    if not at:  # it never began: the engine's fault, not the file's
+        detail = (stderr or b"").decode(errors="replace")[-2000:]
+        raise RuntimeError(f"the forbidden-call reader did not start: {detail}")
+    return [], (at[-1], why)
+
+
+def _lines(output: bytes | None) -> list[dict]:
+    """The child's complete lines (a line cut short by a kill is dropped)."""
+    lines = []
+    for line in (output or b"").split(b"\n"):
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue
+    return lines
+
+
+def child_main(memory: int) -> None:
+    """The child: caps its own memory before it reads anything, then reads the sources from
+    stdin and writes a line as each file's turn comes, and the violations last."""
+    try:
+        import resource  # POSIX only; elsewhere the time budget alone holds
+    except ImportError:
+        pass
+    else:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    sources = json.loads(sys.stdin.buffer.read())
+    out = sys.stdout
+
+    def progress(filename: str) -> None:
+        out.write(json.dumps({"at": filename}) + "\n")
+        out.flush()
+
+    try:
+        found = scan_reporting(sources, progress)
     except RecursionError:
-        return True
-    return False
+        failed = "its code is nested too deeply to read"
+    except MemoryError:
+        failed = (
+            f"it is too complex to read within {memory >> 30} GiB of memory (Python's "
+            "parser overflows its stack on such code)"
+        )
+    else:
+        found = [dataclasses.asdict(v) for v in found]
+        out.write(json.dumps({"violations": found}) + "\n")
+        return
+    out.write(json.dumps({"failed": failed}) + "\n")
 
 
 # What a name can be bound to ----------------------------------------------------------------
@@ -273,7 +377,7 @@ class _Module:
     def __init__(self, package: _Package, filename: str, source: str):
         self.package, self.filename = package, filename
         try:
-            self.tree = parse(source)
+            self.tree = ast.parse(source)
         except (SyntaxError, ValueError):
             self.tree = ast.Module(body=[], type_ignores=[])
         #: (scope, name) -> values; ``self.<attribute>`` -> values, for the whole file.
@@ -292,11 +396,24 @@ class _Module:
                 todo.append(child)
         self.binders = [n for n in self.nodes if isinstance(n, _BINDERS)]
         self.class_names = {n.name for n in self.nodes if isinstance(n, ast.ClassDef)}
+        #: Each name's and each attribute's nodes, and what another file may import from
+        #: this one: found once, so that judging a name costs its uses, not the file.
+        self.uses: dict[str, list[ast.AST]] = {}
+        self.mentions: set[str] = set()
+        for node in self.nodes:
+            if isinstance(node, ast.Name):
+                self.uses.setdefault(node.id, []).append(node)
+            elif isinstance(node, ast.Attribute):
+                self.uses.setdefault(node.attr, []).append(node)
+                self.mentions.add(node.attr)
+            elif isinstance(node, ast.ImportFrom):
+                self.mentions.update(a.name for a in node.names)
         self._scope_cache: dict[ast.AST, ast.AST] = {}
         self.local_names, self.declared = self._scope_names()
         self._homes: dict[tuple[ast.AST, str], ast.AST | None] = {}
         self._saturated: set = set()  # bindings grown past MAX_VALUES: opaque for good
         self._resolved: dict[ast.AST, tuple[int, set]] = {}
+        self._kept_uses: dict[tuple[ast.AST, str], tuple[list[ast.AST], bool]] = {}
 
     # Scopes, as Python's compiler sees them ----------------------------------------------------
     def scope_of(self, node: ast.AST) -> ast.AST:
@@ -858,30 +975,36 @@ class _Module:
         home = self.home(scope, name) or scope
         if home is self.tree and self.package.mentioned_elsewhere(name, self):
             return False
+        bindings, only_tested = self._uses_of(home, name)
+        # bound again: to what, the uses no longer say
+        return only_tested and all(node is binder for node in bindings)
+
+    def _uses_of(self, home: ast.AST, name: str) -> tuple[list[ast.AST], bool]:
+        """The nodes that bind ``name`` of ``home`` again (as ``self.<name>`` too, for a class
+        attribute), and whether it is read at all and every read tests against it or lies
+        in an annotation. Kept: each binding of a name asks again."""
+        if (home, name) not in self._kept_uses:
+            self._kept_uses[home, name] = self._find_uses(home, name)
+        return self._kept_uses[home, name]
+
+    def _find_uses(self, home: ast.AST, name: str) -> tuple[list[ast.AST], bool]:
         in_class = isinstance(home, ast.ClassDef)
-        used = False
-        for node in self.nodes:
-            if node is binder:
-                continue
-            if isinstance(node, ast.Name) and node.id == name:
+        bindings, read, only_tested = [], False, True
+        for node in self.uses.get(name, ()):
+            if isinstance(node, ast.Name):
                 if self.home(self.scope_of(node), name) is not home:
                     continue
-            elif not (
-                in_class
-                and isinstance(node, ast.Attribute)
-                and node.attr == name
-                and self._is_self(node.value)
-            ):
+            elif not (in_class and self._is_self(node.value)):
                 continue
             if not isinstance(node.ctx, ast.Load):
-                return False  # bound again: to what, the uses no longer say
+                bindings.append(node)
+                continue
             child, parent = self._container(node)
-            if not (
-                self._tested_against(node, child, parent) or self._in_annotation(node)
-            ):
-                return False
-            used = True
-        return used
+            read = True
+            only_tested &= self._tested_against(
+                node, child, parent
+            ) or self._in_annotation(node)
+        return bindings, read and only_tested
 
     def _in_annotation(self, node: ast.AST) -> bool:
         """``node`` lies in a parameter's, a return's or a variable's annotation, with no
@@ -960,15 +1083,16 @@ _NAMING_TESTS = (ast.Is, ast.IsNot, ast.Eq, ast.NotEq, ast.In, ast.NotIn)
 class _Package:
     """Every student file, read together, so one file's binding is known in another."""
 
-    def __init__(self, sources: dict[str, str]):
+    def __init__(self, sources: dict[str, str], progress=lambda filename: None):
         self.version = 0  # grows with every binding learned (``_Module.resolve``)
-        self.modules = {
-            name.removesuffix(".py"): _Module(self, name, text)
-            for name, text in sources.items()
-        }
+        self.modules = {}
+        for name, text in sources.items():
+            progress(name)
+            self.modules[name.removesuffix(".py")] = _Module(self, name, text)
         for _ in range(8):  # aliases of aliases, across files: a few rounds settle them
             before = self.version
             for module in self.modules.values():
+                progress(module.filename)
                 module.bind_all()
             if self.version == before:  # nothing learned this round
                 break
@@ -1008,14 +1132,9 @@ class _Package:
         """Another student file imports ``name`` or reads an attribute of that name (or
         imports everything)."""
         return any(
-            (isinstance(node, ast.Attribute) and node.attr == name)
-            or (
-                isinstance(node, ast.ImportFrom)
-                and any(a.name in (name, "*") for a in node.names)
-            )
+            name in other.mentions or "*" in other.mentions
             for other in self.modules.values()
             if other is not module
-            for node in other.nodes
         )
 
     def violations(self, filename: str) -> list[Violation]:

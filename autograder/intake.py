@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from types import CodeType
 
-from autograder import forbidden
+from autograder import forbidden, safe_text
 from autograder.points import MODULES, PACKAGE
 
-MAX_FILE = 512 * 1024  # bytes; the reference's largest module is a few KB
+MAX_FILE = forbidden.MAX_MODULE  # bytes; the reference's largest module is a few KB
 MAX_DEPTH = 3  # folders above the package when it is the only one in the upload
 EXPECTED = tuple(f"{m}.py" for m in MODULES)
 INIT = '"""Written by the autograder: imports nothing, so each module loads on its own."""\n'
@@ -129,7 +129,10 @@ def _mentioned(problems: list[str], filename: str) -> bool:
 
 
 def _compile(filename: str, data: bytes | None) -> tuple[CodeType | None, str | None]:
-    """``(code, None)`` for a usable module file, ``(None, problem)`` in plain words."""
+    """``(code, None)`` for a usable module file, ``(None, problem)`` in plain words. Whatever
+    stops a file from compiling is that file's problem, never the grader's: the text is the
+    only input (a parser stack overflow is a ``MemoryError``, deep nesting a ``RecursionError``,
+    a coding line naming no text encoding a ``LookupError``)."""
     if data is None:
         return None, f"{filename} is missing from the submission"
     if len(data) > MAX_FILE:
@@ -139,20 +142,19 @@ def _compile(filename: str, data: bytes | None) -> tuple[CodeType | None, str | 
     if problem:
         return None, problem
     try:
-        # From the tree the static scan reads next (``forbidden.parse`` keeps it); as an
-        # import compiles it, without -O (``bytecode_file``).
-        tree = forbidden.parse(text)
-        try:
-            code = compile(tree, filename, "exec", dont_inherit=True, optimize=0)
-        except RecursionError:  # nested deeper than a tree compiles: from the text
-            code = compile(text, filename, "exec", dont_inherit=True, optimize=0)
-        return code, None
+        # As an import compiles it, without -O (``bytecode_file``).
+        return compile(text, filename, "exec", dont_inherit=True, optimize=0), None
     except SyntaxError as exc:
         return None, f"{filename} has a syntax error at line {exc.lineno}: {exc.msg}"
     except ValueError as exc:  # null bytes
         return None, f"{filename} cannot be compiled: {exc}"
-    except RecursionError:
-        return None, f"{filename} is nested too deeply for Python to compile"
+    except (RecursionError, MemoryError):
+        return None, (
+            f"{filename} is nested too deeply or too complex for Python to compile: "
+            "split long expressions and deep nesting into statements"
+        )
+    except Exception as exc:  # noqa: BLE001 - the text is the only input
+        return None, f"{filename} cannot be compiled ({type(exc).__name__}: {exc})"
 
 
 def _decode(filename: str, data: bytes) -> tuple[str | None, str | None]:
@@ -162,6 +164,8 @@ def _decode(filename: str, data: bytes) -> tuple[str | None, str | None]:
         return importlib.util.decode_source(data), None
     except UnicodeDecodeError as exc:
         undecodable = exc
+    except LookupError as exc:  # a coding line naming a codec that is no text encoding
+        return None, f"{filename} cannot be read: {exc}"
     except SyntaxError as exc:  # no UTF-8 in the first two lines, or an unknown coding
         try:
             data.decode("utf-8")
@@ -202,7 +206,7 @@ def _choose(folders: set[PurePosixPath]) -> PurePosixPath | str:
     best = ranked[0]
     limit = MAX_DEPTH if len(folders) == 1 else 1
     if _depth(best) > limit:
-        where = ", ".join(f"{f}/" for f in ranked[:3])
+        where = ", ".join(safe_text.md_code_span(f"{f}/") for f in ranked[:3])
         return (
             f"the module files are {_depth(best)} folders down ({where}); put "
             f"{PACKAGE}/ at most {limit} folder{'s' * (limit != 1)} down"
@@ -238,11 +242,12 @@ def _module_folders(path: Path) -> set[PurePosixPath]:
 
 
 def left_out(names) -> list[str]:
-    """The problem of each Python file beside the module files: only those are graded."""
+    """The problem of each Python file beside the module files: only those are graded. The
+    name is the student's, so it is quoted as code (one line, nothing in it read)."""
     return [
-        f"{name} is not one of the assignment's files ({', '.join(EXPECTED[:3])}, ...), so it "
-        "was left out and code that imports it fails: keep helpers in the module files "
-        "that use them"
+        f"{safe_text.md_code_span(name)} is not one of the assignment's files "
+        f"({', '.join(EXPECTED[:3])}, ...), so it was left out and code that imports it "
+        "fails: keep helpers in the module files that use them"
         for name in sorted(set(names))
         if name.endswith(".py") and name not in EXPECTED and name != "__init__.py"
     ]
@@ -250,7 +255,8 @@ def left_out(names) -> list[str]:
 
 def nothing_to_grade(names: list[str]) -> str:
     """The problem of an upload without module files, and what to upload instead."""
-    listed = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    listed = ", ".join(map(safe_text.md_code_span, names[:5]))
+    listed += ", ..." if len(names) > 5 else ""
     what = f"holds no module file (it has: {listed})" if names else "is empty"
     return (
         f"nothing to grade: the upload {what}. Upload a zip of your {PACKAGE}/ folder "
@@ -303,11 +309,13 @@ def _read_zip(source: Path) -> tuple[dict[str, bytes], list[str]]:
                 or re.match(r"^[A-Za-z]:", info.filename)
             ):
                 problems.append(
-                    f"zip entry {info.filename!r} points out of its folder; ignored"
+                    f"zip entry {safe_text.md_code_span(info.filename)} points out of its "
+                    "folder; ignored"
                 )
             elif stat.S_ISLNK(info.external_attr >> 16):
                 problems.append(
-                    f"zip entry {info.filename!r} is a symbolic link; ignored"
+                    f"zip entry {safe_text.md_code_span(info.filename)} is a symbolic "
+                    "link; ignored"
                 )
             elif not info.is_dir() and not path.parts[0].startswith(("__MACOSX", ".")):
                 entries[path] = info

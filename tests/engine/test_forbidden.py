@@ -8,6 +8,7 @@ import signal
 
 import pytest
 
+from autograder import forbidden
 from autograder.forbidden import scan_package, scan_source
 from autograder.points import PARTS
 from autograder.release import SOLUTIONS
@@ -236,12 +237,66 @@ def test_a_lookup_on_an_object_of_no_library_costs_its_own_part_unless_shared(tm
     assert found.file == "heads.py" and found.parts == tuple(PARTS)
 
 
-def test_nesting_too_deep_to_read_is_reported_not_raised(tmp_path):
+def test_nesting_too_deep_to_read_costs_only_its_own_part(tmp_path):
     package = write_package(
         tmp_path, rope="y = " + "x if c else " * 1500 + "0\n", masks="import torch\n"
     )
     (found,) = scan_package(package)
-    assert found.file == "rope.py" and found.parts == tuple(PARTS)
+    assert found.file == "rope.py" and found.parts == (4,)
+
+
+def test_a_file_the_parser_cannot_read_costs_only_its_part(tmp_path):
+    """Python's parser raises ``MemoryError`` on 7,000 unary minuses: the file's problem, and
+    the other files are still read."""
+    package = write_package(
+        tmp_path,
+        rope="x = " + "-" * 7000 + "1\n",
+        attention="import torch\ny = torch.softmax(x, -1)\n",
+    )
+    softmax, unreadable = scan_package(package)
+    assert (softmax.file, softmax.line, softmax.parts) == ("attention.py", 2, (1,))
+    assert unreadable.file == "rope.py" and unreadable.parts == (4,)
+    assert "too complex to read" in unreadable.describe()
+    assert unreadable.describe().endswith("it costs this part")
+
+
+def test_a_file_over_the_size_cap_is_not_read(tmp_path):
+    package = write_package(tmp_path, gqa="x = 1\n" * (forbidden.MAX_MODULE // 6 + 1))
+    (found,) = scan_package(package)
+    assert found.parts == (6,) and "over 512 KB" in found.describe()
+
+
+def test_a_reader_out_of_time_names_the_file_it_was_reading(tmp_path, monkeypatch):
+    """The child is killed at the budget; the file whose turn it was is charged, and the rest
+    are read again without it (here the stand-in reader never ends on norm.py)."""
+    never_ends = (
+        "import json, sys, time; names = json.loads(sys.stdin.read()); "
+        "print(json.dumps({'at': 'masks.py'}), flush=True); "
+        "print(json.dumps({'at': 'norm.py'}), flush=True) if 'norm.py' in names "
+        "else print(json.dumps({'violations': []}), flush=True); "
+        "time.sleep(3600) if 'norm.py' in names else None"
+    )
+    monkeypatch.setattr(forbidden, "_CHILD", never_ends)
+    monkeypatch.setattr(forbidden, "READ_SECONDS", 2)
+    package = write_package(tmp_path, masks="x = 1\n", norm="y = 2\n")
+    (found,) = scan_package(package)
+    assert found.file == "norm.py" and found.parts == (5,)
+    assert "took over 2 s" in found.describe()
+
+
+def test_tuples_of_classes_bound_thousands_of_times_stay_cheap():
+    """Each binding of a tuple of library classes asks whether every use of its name only
+    tests against it: the uses are indexed once, not searched for in the whole file per
+    binding (which took minutes for a 180 KB file). The alarm is a backstop."""
+    classes = "(nn.LayerNorm, nn.GroupNorm, nn.RMSNorm, nn.BatchNorm1d, nn.Linear)"
+    bindings = "".join(f"K{i} = {classes}\n" for i in range(1500))
+    tests = "".join(f"ok{i} = isinstance(m, K{i})\n" for i in range(1500))
+    signal.signal(signal.SIGALRM, _too_slow)
+    signal.alarm(120)
+    try:
+        assert scan_source("block.py", HEADER + bindings + tests) == []
+    finally:
+        signal.alarm(0)
 
 
 def test_gc_collect_is_harmless():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import json
 import os
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import forbidden, intake
+from autograder import intake
 from autograder.points import MODULES, PACKAGE
 from autograder.protocol import InProcessSubmission, StudentError
 
@@ -84,7 +83,7 @@ def test_other_python_files_beside_the_modules_are_left_out_and_said_so(
     staged = intake.stage("alice", source, tmp_path / "staged")
     assert not (staged.root / PACKAGE / "_utils.py").exists()
     (problem,) = staged.problems
-    assert problem.startswith("_utils.py is not one of the assignment's files")
+    assert problem.startswith("`_utils.py` is not one of the assignment's files")
     assert "left out" in problem
 
 
@@ -138,26 +137,6 @@ def test_staged_modules_import_their_checked_code_unless_changed_since(tmp_path)
     assert (filename, masks_f, rope_f) == (str(package / "masks.py"), 1, 2)
 
 
-@pytest.mark.parametrize("line_end", ["\n", "\r\n"])
-def test_the_static_scan_reads_the_trees_that_staging_parsed(
-    tmp_path, monkeypatch, line_end
-):
-    """Each file is parsed once per submission: staging's syntax check and the scan of the
-    staged package share the tree (milliseconds per file, per submission), which the scan
-    then lets go of."""
-    files = {
-        n: d.replace(b"\n", line_end.encode()) for n, d in reference_files().items()
-    }
-    source = write_tree(tmp_path / "sub" / PACKAGE, files).parent
-    staged = intake.stage("sub", source, tmp_path / "staged")
-    assert forbidden._parse_kept.cache_info().currsize == len(MODULES)
-    parsed, parse = [], ast.parse
-    with monkeypatch.context() as patched:
-        patched.setattr(ast, "parse", lambda text: parsed.append(text) or parse(text))
-        forbidden.scan_package(staged.root / PACKAGE)
-    assert parsed == [] and forbidden._parse_kept.cache_info().currsize == 0
-
-
 #: Files Python imports, each with the value its ``x`` has there.
 IMPORTED_AS_IS = {
     "a byte-order mark": (b"\xef\xbb\xbfx = 'caf\xc3\xa9'\n", "caf\u00e9"),
@@ -188,6 +167,29 @@ def test_a_file_with_an_unknown_coding_line_is_refused_in_plain_words(tmp_path):
     source = write_tree(tmp_path / "sub" / PACKAGE, files).parent
     staged = intake.stage("sub", source, tmp_path / "staged")
     assert staged.problems == ["rope.py cannot be read: unknown encoding: klingon"]
+
+
+#: Files whose text alone makes Python's compiler fail otherwise than with a syntax error.
+UNCOMPILABLE = {
+    "a parser stack overflow (MemoryError)": (
+        b"x = " + b"-" * 7000 + b"1\n",
+        "rope.py is nested too deeply or too complex for Python to compile",
+    ),
+    "a codec that is no text encoding (LookupError)": (
+        b"# coding: rot13\nx = 1\n",
+        "rope.py cannot be read: 'rot13' is not a text encoding",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", UNCOMPILABLE)
+def test_a_file_that_breaks_the_compiler_is_that_files_problem(tmp_path, case):
+    data, problem = UNCOMPILABLE[case]
+    files = reference_files() | {"rope.py": data}
+    source = write_tree(tmp_path / "sub" / PACKAGE, files).parent
+    staged = intake.stage("sub", source, tmp_path / "staged")
+    assert len(staged.problems) == 1 and staged.problems[0].startswith(problem)
+    assert staged_text(staged, "rope").startswith("raise ImportError(")
 
 
 def test_a_batch_folder_lists_each_submission_once(tmp_path):
@@ -235,9 +237,9 @@ def test_zip_entries_that_escape_or_link_are_ignored(tmp_path):
         archive.writestr(link, "/etc/passwd")
     staged = intake.stage("evil", path, tmp_path / "staged")
     assert staged.problems == [
-        "zip entry '../../escaped.py' points out of its folder; ignored",
-        "zip entry '/abs/attention.py' points out of its folder; ignored",
-        f"zip entry '{PACKAGE}/extra.py' is a symbolic link; ignored",
+        "zip entry `../../escaped.py` points out of its folder; ignored",
+        "zip entry `/abs/attention.py` points out of its folder; ignored",
+        f"zip entry `{PACKAGE}/extra.py` is a symbolic link; ignored",
     ]
     assert not (tmp_path / "escaped.py").exists()
     assert staged_text(staged, "attention") == (REFERENCE / "attention.py").read_text()
@@ -313,7 +315,7 @@ def test_a_package_four_folders_down_is_reported(tmp_path, as_zip):
     files = {f"a/b/c/d/{PACKAGE}/{n}": d for n, d in reference_files().items()}
     source = upload(tmp_path, "deep", files, as_zip)
     staged = intake.stage("deep", source, tmp_path / "staged")
-    deep = f"the module files are 4 folders down (a/b/c/d/{PACKAGE}/); "
+    deep = f"the module files are 4 folders down (`a/b/c/d/{PACKAGE}/`); "
     assert staged.problems == [deep + f"put {PACKAGE}/ at most 3 folders down"]
 
 
