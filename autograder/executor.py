@@ -19,7 +19,7 @@ import numpy
 import torch
 
 from autograder.points import MODULES, PACKAGE
-from autograder.protocol import ErrorInfo, HandleRef, map_plain
+from autograder.protocol import ErrorInfo, HandleRef, map_plain, tensors_in
 
 #: Objects a test may construct that are not part of the student package: a random
 #: generator, and a one-shot iterator (over a list it is given) for what takes any iterable.
@@ -177,10 +177,12 @@ class Executor:
 
     def _checked(self, target, name, args, kwargs):
         """``call`` (``method`` with a target) handing every tensor over as a non-contiguous
-        copy; ``(result, changed)``, where ``changed`` names the arguments the call modified.
+        copy; ``(result, after)``, where ``after`` holds those copies as the call left them,
+        for the grading process to compare with what it sent (``changed_arguments``).
 
-        SPEC.md: inputs are never modified in place, and any tensor of the stated shape is
-        accepted, contiguous or not. Both are only observable here, next to the student code.
+        SPEC.md: inputs are never modified in place and any tensor of the stated shape is
+        accepted, contiguous or not. The copies are made here, next to the student code; the
+        verdict is not, so no function that student code could reach decides it.
         """
         given_args, given_kwargs = map_plain((args, kwargs), noncontiguous)
         value = self._dispatch(
@@ -190,14 +192,7 @@ class Executor:
             given_args,
             given_kwargs,
         )
-        changed = [
-            label
-            for (label, sent), (_, seen) in zip(
-                tensors_in(args, kwargs), tensors_in(given_args, given_kwargs)
-            )
-            if not same(sent, seen)
-        ]
-        return value, changed
+        return value, [t for _, t in tensors_in(given_args, given_kwargs)]
 
     def _gradients(self, target, name, args, kwargs):
         """Call (``method`` with a target) with every floating-point tensor argument made a
@@ -297,37 +292,6 @@ def noncontiguous(value):
         room = value.new_zeros([n + 1 for n in value.shape])
         room = room[tuple(slice(0, n) for n in value.shape)]
     return room.copy_(value)
-
-
-def same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Equal values, NaN included (an untouched NaN is not a change)."""
-    if a.is_floating_point() or a.is_complex():
-        return a.shape == b.shape and bool(
-            torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all()
-        )
-    return torch.equal(a, b)
-
-
-def tensors_in(args, kwargs) -> list[tuple[str, torch.Tensor]]:
-    """``(label, tensor)`` for every tensor among a request's arguments, labelled as the
-    caller wrote them: ``args[0]``, ``mask``, ``caches[1]``."""
-    found = []
-
-    def walk(value, label):
-        if isinstance(value, torch.Tensor):
-            found.append((label, value))
-        elif isinstance(value, (list, tuple)):
-            for i, v in enumerate(value):
-                walk(v, f"{label}[{i}]")
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                walk(v, f"{label}[{k!r}]")
-
-    for i, arg in enumerate(args):
-        walk(arg, f"args[{i}]")
-    for key, arg in kwargs.items():
-        walk(arg, key)
-    return found
 
 
 def load_state(module: torch.nn.Module, state: dict) -> None:

@@ -104,7 +104,10 @@ class Handle:
     def checked_call(self, method: str, *args, **kwargs):
         """``call`` with non-contiguous tensor arguments: ``(result, changed)`` (see
         ``Submission.checked_call``)."""
-        return self._submission.request("checked", self, method, *args, **kwargs)
+        value, after = self._submission.request(
+            "checked", self, method, *args, **kwargs
+        )
+        return value, changed_arguments(args, kwargs, after)
 
     def gradients(self, method: str, *args, upstream: torch.Tensor, **kwargs) -> dict:
         """The gradients of ``method``'s result with respect to its floating-point tensor
@@ -158,7 +161,8 @@ class Submission:
         Returns ``(result, changed)``: ``changed`` lists the arguments (``"args[0]"``,
         ``"mask"``) whose values the call modified in place.
         """
-        return self.request("checked", None, name, *args, **kwargs)
+        value, after = self.request("checked", None, name, *args, **kwargs)
+        return value, changed_arguments(args, kwargs, after)
 
     def gradients(self, name: str, *args, upstream: torch.Tensor, **kwargs) -> dict:
         """Call ``name`` and back-propagate ``upstream`` from its result (the first element
@@ -245,6 +249,64 @@ class InProcessSubmission(Submission):
         return map_plain(
             outcome[1], lambda v: Handle(self, v) if isinstance(v, HandleRef) else v
         )
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, NaN included (an untouched NaN is not a change)."""
+    if a.is_floating_point() or a.is_complex():
+        return a.shape == b.shape and bool(
+            torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all()
+        )
+    return torch.equal(a, b)
+
+
+def tensors_in(args, kwargs) -> list[tuple[str, torch.Tensor]]:
+    """``(label, tensor)`` for every tensor among a request's arguments, labelled as the
+    caller wrote them: ``args[0]``, ``mask``, ``caches[1]``."""
+    found = []
+
+    def walk(value, label):
+        if isinstance(value, torch.Tensor):
+            found.append((label, value))
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                walk(v, f"{label}[{i}]")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{label}[{k!r}]")
+
+    for i, arg in enumerate(args):
+        walk(arg, f"args[{i}]")
+    for key, arg in kwargs.items():
+        walk(arg, key)
+    return found
+
+
+def changed_arguments(args, kwargs, after) -> list[str]:
+    """The labels of the tensor arguments that came back from a checked call with other
+    values than were sent: decided here, from plain data, never next to the student code.
+
+    ``after`` must hold one tensor of the sent shape per tensor argument; anything else
+    did not come from the executor, and the request fails as a broken protocol would.
+    """
+    sent = tensors_in(args, kwargs)
+    if not (
+        isinstance(after, list)
+        and len(after) == len(sent)
+        and all(
+            isinstance(b, torch.Tensor) and b.shape == a.shape
+            for (_, a), b in zip(sent, after)
+        )
+    ):
+        raise StudentError(
+            ErrorInfo(
+                "ProcessExit",
+                "the submission's process sent back inputs that were not those of the call",
+                "",
+                ("Exception", "BaseException"),
+            )
+        )
+    return [label for (label, a), b in zip(sent, after) if not same(a, b.to(a.device))]
 
 
 @contextlib.contextmanager

@@ -65,3 +65,16 @@ def test_methods_of_handles_are_checked_too(hw):
     layer = hw.new("norm.LayerNorm", 4)
     out, changed = layer.checked_call("__call__", torch.randn(3, 5, 4))
     assert out.shape == (3, 5, 4) and changed == []
+
+
+def test_the_verdict_is_the_graders_and_a_forged_answer_is_refused():
+    """The worker only sends the inputs back; the grading process compares them, and inputs
+    of another number or shape cannot have come from the executor."""
+    from autograder.protocol import StudentError, changed_arguments
+
+    x, mask = torch.ones(2, 3), torch.zeros(3, dtype=torch.bool)
+    assert changed_arguments((x,), {"mask": mask}, [x.clone(), mask.clone()]) == []
+    assert changed_arguments((x,), {"mask": mask}, [x - 1, mask.clone()]) == ["args[0]"]
+    for forged in ([], [x.clone()], [x.clone(), torch.zeros(4)], "nothing changed"):
+        with pytest.raises(StudentError, match="not those of the call"):
+            changed_arguments((x,), {"mask": mask}, forged)
