@@ -7,7 +7,6 @@ offline, and can be mailed to the course staff as it is.
 
 from __future__ import annotations
 
-import html
 import json
 import re
 import statistics
@@ -15,10 +14,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.markup import escape
 from rich.table import Table
 
-from autograder import report
+from autograder import report, safe_text
 from autograder.points import PARTS, TOTAL_POINTS
 
 REPORT = "report.html"
@@ -89,13 +87,15 @@ def _who(names: list[str], limit: int = 5) -> str:
 
 def summary_table(summary: ClassSummary) -> Table:
     """The report's summary as a short table for the terminal (names, tests and diagnoses
-    printed as written: ``E[x^2]`` or a folder ``bob[2]`` is no rich markup)."""
+    printed as written: ``E[x^2]`` or a folder ``bob[2]`` is no rich markup, and control
+    characters are shown, not sent)."""
     table = Table(title="Class summary", show_header=False)
     table.add_column(style="bold")
     table.add_column()
     graded = f"{len(summary.rows)}"
     if summary.not_graded:
-        graded += f" ({len(summary.not_graded)} not graded: {escape(_who(summary.not_graded))})"
+        who = safe_text.terminal_cell(_who(summary.not_graded))
+        graded += f" ({len(summary.not_graded)} not graded: {who})"
     table.add_row("submissions graded", graded)
     table.add_row(
         "mean / median score",
@@ -109,12 +109,13 @@ def summary_table(summary: ClassSummary) -> Table:
     )
     for diagnosis, who in summary.mistakes[:3]:
         table.add_row(
-            f"likely mistake ({len(who)})", escape(f"{diagnosis}: {_who(who)}")
+            f"likely mistake ({len(who)})",
+            safe_text.terminal_cell(f"{diagnosis}: {_who(who)}"),
         )
     for test, count in summary.failed_tests[:3]:
-        table.add_row(f"failed by {count}", escape(test))
+        table.add_row(f"failed by {count}", safe_text.terminal_cell(test))
     for name, what in summary.troubles[:3]:
-        table.add_row("trouble", escape(f"{name}: {what}"))
+        table.add_row("trouble", safe_text.terminal_cell(f"{name}: {what}"))
     if len(summary.troubles) > 3:
         table.add_row(
             "trouble", f"... and {len(summary.troubles) - 3} more in {REPORT}"
@@ -189,7 +190,7 @@ svg text {{ font-size: 11px; fill: #222; }}
 
 
 def _table(ident: str, header: tuple[str, ...], rows) -> str:
-    e = html.escape
+    e = safe_text.html_text
     if not rows:
         return f'<p id="{ident}">None.</p>'
     head = "".join(f"<th>{e(h)}</th>" for h in header)
@@ -210,7 +211,7 @@ def _table(ident: str, header: tuple[str, ...], rows) -> str:
 def _svg(width: int, height: int, body: list[str], label: str) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" aria-label="{html.escape(label)}">\n'
+        f'role="img" aria-label="{safe_text.html_text(label)}">\n'
         + "\n".join(body)
         + "\n</svg>"
     )
@@ -247,7 +248,7 @@ def _bars(values: list[tuple[str, float, int]]) -> str:
     body = []
     for i, (label, mean, points) in enumerate(values):
         y, w = 10 + i * 24, 360 * mean / points
-        body.append(f'<text x="0" y="{y + 14}">{html.escape(label)}</text>')
+        body.append(f'<text x="0" y="{y + 14}">{safe_text.html_text(label)}</text>')
         body.append(f'<rect x="30" y="{y}" width="360" height="18" fill="#e4e9f2"/>')
         body.append(
             f'<rect x="30" y="{y}" width="{w:.1f}" height="18" fill="#4a78b5"/>'

@@ -90,7 +90,6 @@ def _grade_batch(
 ) -> int:
     """Grade what changed since its last grade; write grades, gradebook and class report; the
     number of submissions the grader failed on."""
-    from rich.markup import escape
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -99,7 +98,7 @@ def _grade_batch(
         TimeElapsedColumn,
     )
 
-    from autograder import boundary, classreport, grade, report
+    from autograder import boundary, classreport, grade, report, safe_text
 
     console.print("[bold]protections in force:[/] " + "; ".join(boundary.protections()))
     suite = grade.suite_digest(settings)
@@ -108,7 +107,7 @@ def _grade_batch(
         if name in problems:  # nothing to grade: the upload itself is the problem
             graded = grade.Graded(name, [], [problems[name]])
             report.write_submission(out, graded, settings.hidden_visibility, {})
-            console.print(f"{name}: {problems[name]}", markup=False)
+            console.print(safe_text.plain(f"{name}: {problems[name]}"), markup=False)
             continue
         try:
             digests[name] = {
@@ -142,12 +141,14 @@ def _grade_batch(
                 if graded.failed:
                     failed += 1
                     console.print(
-                        f"{name}: the grader failed: {graded.detail}",
+                        safe_text.plain(f"{name}: the grader failed: {graded.detail}"),
                         style="red",
                         markup=False,
                     )
                 report.write_gradebook(out, names)
-                progress.update(task, advance=1, description=escape(name))
+                progress.update(
+                    task, advance=1, description=safe_text.terminal_cell(name)
+                )
     finally:
         rows = report.write_gradebook(out, names)
         summary = classreport.summarize(out, names, rows)

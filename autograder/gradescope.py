@@ -97,12 +97,12 @@ def results_problems(results: dict) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    from autograder import boundary
+    from autograder import boundary, safe_text
 
     results = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     problems = results_problems(results)
     for problem in problems:
-        print(f"smoke grade: {problem}", file=sys.stderr)
+        print(f"smoke grade: {safe_text.plain(problem)}", file=sys.stderr)
     if problems:
         return 1
     print(f"smoke grade: {len(results['tests'])} tests, results.json well formed")

@@ -18,6 +18,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from autograder import safe_text
 from autograder.grade import Graded
 from autograder.points import PARTS, TOTAL_POINTS, fix_first
 from autograder.runner import TestResult
@@ -106,7 +107,7 @@ def results_json(
             "score": t.points if t.passed else 0,
             "max_score": t.points,
             "status": "passed" if t.passed else "failed",
-            "output": t.message,
+            "output": safe_text.md_fence(t.message) if t.message else "",
             "visibility": hidden_visibility if t.hidden else "visible",
         }
         for t in graded.tests
@@ -120,7 +121,7 @@ def results_json(
         "tests": tests,
         "extra_data": {
             **(digests or {}),
-            "problems": graded.problems,
+            "problems": [safe_text.one_line(p) for p in graded.problems],
             "grader_failed": graded.failed,
         },
     }
@@ -128,10 +129,11 @@ def results_json(
 
 
 def visible_summary(graded: Graded, hidden_visibility: str) -> str:
-    """The top-level ``output``: the problems, then each part's points on its visible tests."""
+    """The top-level ``output`` (Markdown): the problems, each on its one line, then each
+    part's points on its visible tests."""
     visible = [t for t in graded.tests if not t.hidden]
     scores = part_scores(visible)
-    lines = [*graded.problems]
+    lines = [safe_text.one_line(p) for p in graded.problems]
     for k, part in PARTS.items():
         total = sum(t.points for t in visible if t.part == k)
         if total:
@@ -157,15 +159,18 @@ def _numbers(tests: list[TestResult]) -> dict[str, str]:
 
 
 def feedback_md(graded: Graded) -> str:
+    """The grade for a person, in Markdown: the submission's name in a code span, each
+    problem on its one line, each failure's message in a fenced block, so no text of the
+    student's can start a heading of its own."""
     scores = part_scores(graded.tests)
     lines = [
-        f"# Feedback for {graded.name}",
+        f"# Feedback for {safe_text.md_code_span(graded.name)}",
         "",
         f"**Score: {sum(scores.values())}/{TOTAL_POINTS}**",
     ]
     if graded.problems:
         lines += ["", "## Problems with the submission", ""]
-        lines += [f"- {p}" for p in graded.problems]
+        lines += [f"- {safe_text.one_line(p)}" for p in graded.problems]
     first = fix_first(graded.tests)
     for k, part in PARTS.items():
         tests = [t for t in graded.tests if t.part == k]
@@ -184,12 +189,14 @@ def feedback_md(graded: Graded) -> str:
                 f"- {mark}: `{t.name}`{hidden}, {t.points} pt{'s' * (t.points != 1)}"
             )
             if t.message:
-                lines += ["", _indent(t.message), ""]
+                lines += ["", _in_list_item(safe_text.md_fence(t.message)), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _indent(text: str) -> str:
-    return "\n".join("      " + line if line else "" for line in text.splitlines())
+def _in_list_item(block: str) -> str:
+    """``block`` indented into the list item above it: a line less indented would end the
+    item, and end its fence with it."""
+    return "\n".join("  " + line if line else "" for line in block.split("\n"))
 
 
 def gradebook_row(out: Path, name: str) -> dict[str, str | int] | None:
@@ -229,6 +236,9 @@ def write_gradebook(out: Path, names: list[str]) -> list[dict]:
     fields = GRADEBOOK_FIELDS
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows(
+        {field: safe_text.csv_cell(value) for field, value in row.items()}
+        for row in rows
+    )
     atomic_write(out / GRADEBOOK, buffer.getvalue())
     return rows

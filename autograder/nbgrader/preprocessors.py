@@ -27,6 +27,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from nbgrader.utils import is_grade
 from traitlets import Float, Unicode
 
+from autograder import safe_text
 from autograder.nbgrader.notebook import check_cell_part
 from autograder.points import PARTS
 
@@ -126,6 +127,9 @@ def check_outputs(part: int, max_points: float, grades) -> list:
 
 
 def _error(message: str):
+    """An error output that scores 0. Its text may carry the student's file names and
+    messages: control characters are shown, never sent (a notebook shows ANSI escapes)."""
+    message = safe_text.plain(message)
     return new_output(
         "error",
         ename="GradingFailed",
@@ -167,7 +171,9 @@ class GradeModules(NbGraderPreprocessor):
             failure = (
                 exc if isinstance(exc, GradingFailed) else GradingFailed(repr(exc))
             )
-            self.log.error("%s: no grade, 0 points: %s", student, failure.detail)
+            self.log.error(
+                "%s: no grade, 0 points: %s", student, safe_text.plain(failure.detail)
+            )
             resources[GRADES] = failure
         return nb, resources
 
