@@ -112,8 +112,12 @@ class Handle:
     def gradients(self, method: str, *args, upstream: torch.Tensor, **kwargs) -> dict:
         """The gradients of ``method``'s result with respect to its floating-point tensor
         arguments and this object's parameters (see ``Submission.gradients``)."""
-        return self._submission.request(
-            "gradients", self, method, upstream, *args, **kwargs
+        return gradients_of(
+            self._submission.request(
+                "gradients", self, method, upstream, *args, **kwargs
+            ),
+            args,
+            kwargs,
         )
 
     def load_state(self, state: dict[str, torch.Tensor]) -> None:
@@ -169,7 +173,11 @@ class Submission:
         of a tuple): ``{"inputs": {"args[0]": grad, ...}, "parameters": {}}``, a gradient per
         floating-point tensor argument (labelled as ``checked_call`` labels them), ``None``
         where none flowed. (A module's method adds its parameters by name.)"""
-        return self.request("gradients", None, name, upstream, *args, **kwargs)
+        return gradients_of(
+            self.request("gradients", None, name, upstream, *args, **kwargs),
+            args,
+            kwargs,
+        )
 
     def call_with_default_dtype(self, dtype: torch.dtype, name: str, *args, **kwargs):
         """``call(name, ...)`` while ``dtype`` is torch's default float dtype (put back after
@@ -184,7 +192,10 @@ class Submission:
         (``torch.is_grad_enabled()``) and ``training`` (the module's mode). What SPEC.md asks
         of how ``generate`` and ``evaluate`` run the model shows only here. A pass made through
         ``module.forward`` directly goes unrecorded."""
-        return tuple(self.request("forwards", module, name, *args, **kwargs))
+        value, passes = self.request("forwards", module, name, *args, **kwargs)
+        if not (isinstance(passes, list) and all(map(_is_forward_pass, passes))):
+            raise _broken("forward passes")
+        return value, passes
 
     def seed(self, seed: int) -> None:
         self.request("seed", None, None, seed)
@@ -298,15 +309,53 @@ def changed_arguments(args, kwargs, after) -> list[str]:
             for (_, a), b in zip(sent, after)
         )
     ):
-        raise StudentError(
-            ErrorInfo(
-                "ProcessExit",
-                "the submission's process sent back inputs that were not those of the call",
-                "",
-                ("Exception", "BaseException"),
-            )
-        )
+        raise _broken("inputs")
     return [label for (label, a), b in zip(sent, after) if not same(a, b.to(a.device))]
+
+
+def gradients_of(answer, args, kwargs) -> dict:
+    """A ``gradients`` answer, checked for the form only the executor gives it: a gradient
+    (or ``None``) of each floating-point tensor argument's shape, labelled as sent, and one
+    per parameter name."""
+    sent = {label: t for label, t in tensors_in(args, kwargs) if t.is_floating_point()}
+    if not (
+        isinstance(answer, dict)
+        and set(answer) == {"inputs", "parameters"}
+        and isinstance(answer["inputs"], dict)
+        and set(answer["inputs"]) == set(sent)
+        and all(
+            g is None or (isinstance(g, torch.Tensor) and g.shape == sent[label].shape)
+            for label, g in answer["inputs"].items()
+        )
+        and isinstance(answer["parameters"], dict)
+        and all(
+            g is None or isinstance(g, torch.Tensor)
+            for g in answer["parameters"].values()
+        )
+    ):
+        raise _broken("gradients")
+    return answer
+
+
+def _is_forward_pass(record) -> bool:
+    return (
+        isinstance(record, dict)
+        and set(record) == {"tokens", "cached", "grad", "training"}
+        and (record["tokens"] is None or type(record["tokens"]) is int)
+        and all(type(record[k]) is bool for k in ("cached", "grad", "training"))
+    )
+
+
+def _broken(what: str) -> StudentError:
+    """What a reply that the executor cannot have given fails with."""
+    return StudentError(
+        ErrorInfo(
+            "ProcessExit",
+            f"the submission's process sent back {what} that were not those of the call",
+            "",
+            ("Exception", "BaseException"),
+        )
+    )
 
 
 @contextlib.contextmanager

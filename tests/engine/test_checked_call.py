@@ -78,3 +78,22 @@ def test_the_verdict_is_the_graders_and_a_forged_answer_is_refused():
     for forged in ([], [x.clone()], [x.clone(), torch.zeros(4)], "nothing changed"):
         with pytest.raises(StudentError, match="not those of the call"):
             changed_arguments((x,), {"mask": mask}, forged)
+
+
+def test_gradients_and_forward_passes_of_another_form_are_refused():
+    """What the worker gathers next to the student code must have the form only the
+    executor gives it."""
+    from autograder.protocol import StudentError, gradients_of
+
+    x, ids = torch.ones(2, 3), torch.zeros(3, dtype=torch.long)
+    good = {"inputs": {"args[0]": torch.zeros(2, 3)}, "parameters": {"w": None}}
+    assert gradients_of(good, (x, ids), {}) is good
+    forged = [
+        {"inputs": {}, "parameters": {}},
+        {"inputs": {"args[0]": torch.zeros(3)}, "parameters": {}},
+        {"inputs": {"args[0]": None, "args[1]": None}, "parameters": {}},
+        {"inputs": {"args[0]": None}, "parameters": {"w": "zero"}},
+    ]
+    for answer in forged:
+        with pytest.raises(StudentError, match="gradients that were not"):
+            gradients_of(answer, (x, ids), {})
