@@ -228,3 +228,29 @@ def test_a_terminal_cell_prints_as_written():
     console.print(safe_text.terminal_cell(f"bob[2] [bold]E[x^2][/bold]\n{ANSI}"))
     printed = console.file.getvalue()
     assert printed == "bob[2] [bold]E[x^2][/bold]\\n\\x1b[2J\\x1b]0;pwned\\x07\n"
+
+
+def test_a_notebook_error_shows_the_text_and_sends_no_command():
+    from autograder.nbgrader.preprocessors import GradingFailed, check_outputs
+
+    (error,) = check_outputs(
+        4, PARTS[4].points, GradingFailed(f"`{EVIL_FILE}` left out")
+    )
+    for text in (error["evalue"], *error["traceback"]):
+        assert not RAW_CONTROL.search(text) and "\\x1b[2J" in text
+
+
+def test_the_smoke_grade_shows_a_failure_and_sends_no_command(tmp_path, capsys):
+    from autograder import gradescope
+
+    results = tmp_path / "results.json"
+    failed = {
+        "score": 0,
+        "output": ANSI,
+        "tests": [],
+        "extra_data": {"grader_failed": 1},
+    }
+    results.write_text(json.dumps(failed))
+    assert gradescope.main([str(results)]) == 1
+    printed = capsys.readouterr().err
+    assert "\x1b" not in printed and "\\x1b[2J" in printed
