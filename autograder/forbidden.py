@@ -414,6 +414,44 @@ class _Module:
         self._saturated: set = set()  # bindings grown past MAX_VALUES: opaque for good
         self._resolved: dict[ast.AST, tuple[int, set]] = {}
         self._kept_uses: dict[tuple[ast.AST, str], tuple[list[ast.AST], bool]] = {}
+        self.type_checking_only = self._type_checking_blocks()
+
+    def _type_checking_blocks(self) -> set[ast.AST]:
+        """The nodes under ``if TYPE_CHECKING:`` (``typing``'s, never bound again here): they
+        never run, so what they import only serves annotations."""
+        guards = [
+            node
+            for node in self.nodes
+            if isinstance(node, ast.If)
+            and isinstance(node.test, (ast.Name, ast.Attribute))
+            and getattr(node.test, "id", getattr(node.test, "attr", ""))
+            == "TYPE_CHECKING"
+        ]
+        if not guards or not self._type_checking_is_typing():
+            return set()
+        return {inner for g in guards for top in g.body for inner in ast.walk(top)}
+
+    def _type_checking_is_typing(self) -> bool:
+        """``TYPE_CHECKING`` is bound only by an import from ``typing`` and only read."""
+        for node in self.uses.get("TYPE_CHECKING", ()):
+            if not isinstance(node.ctx, ast.Load):
+                return False
+        for node in self.nodes:
+            if isinstance(node, ast.ImportFrom) and any(
+                (a.asname or a.name) == "TYPE_CHECKING" for a in node.names
+            ):
+                if node.module != "typing" or any(
+                    a.asname not in (None, "TYPE_CHECKING")
+                    for a in node.names
+                    if a.name == "TYPE_CHECKING"
+                ):
+                    return False
+            elif (
+                isinstance(node, (ast.Global, ast.Nonlocal))
+                and "TYPE_CHECKING" in node.names
+            ):
+                return False
+        return True
 
     # Scopes, as Python's compiler sees them ----------------------------------------------------
     def scope_of(self, node: ast.AST) -> ast.AST:
@@ -756,7 +794,7 @@ class _Module:
             base = self.resolve(args[0])
             if name is not None:
                 return base, name
-            return None if _all_own(base) else "unresolved"
+            return None if _all_own(base) or _runtime_lookup(base) else "unresolved"
         if (
             isinstance(func, ast.Attribute)
             and func.attr in ("__getattribute__", "__getattr__")
@@ -780,6 +818,8 @@ class _Module:
                     module = module.split(".")[0]
         elif self._reaches(func, "importlib.import_module") and args:
             module = _const_str(args[0])
+            if module is not None and module.startswith("."):  # relative: the package's
+                return {("own", module.lstrip(".") or PACKAGE)}, ""
         else:
             return None
         if module is None or module.split(".")[0] in TAMPER_MODULES:
@@ -801,6 +841,8 @@ class _Module:
             found.append(Violation(self.filename, node.lineno, call, evasion, whole))
 
         for node in self.nodes:
+            if node in self.type_checking_only:
+                continue
             if isinstance(node, (ast.Name, ast.Attribute)) and (
                 self._modules_at_large(node) or self._string_resolver(node)
             ):
@@ -1163,6 +1205,20 @@ def _forbidden(name: str, forbidden: frozenset[str], library: bool = True) -> bo
         for family, words in FAMILY_WORDS.items()
         if family <= forbidden
         for word in words
+    )
+
+
+#: Library namespaces that hold only functions and classes the run-time watch sees called:
+#: a computed attribute of one (``getattr(F, self.activation)``) is judged when it runs.
+RUNTIME_LOOKUPS = frozenset(
+    {"torch.nn.functional", "torch.nn", "torch.nn.init", "torch.special"}
+    | {"torch.linalg", "torch.fft", "math"}
+)
+
+
+def _runtime_lookup(values) -> bool:
+    return bool(values) and all(
+        kind == "lib" and where in RUNTIME_LOOKUPS for kind, where in values
     )
 
 

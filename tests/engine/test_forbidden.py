@@ -377,3 +377,63 @@ def test_aliases_that_multiply_and_long_chains_stay_cheap():
 
 def _too_slow(*_):
     raise TimeoutError("the scan took over 120 s")
+
+
+@pytest.mark.parametrize(
+    "filename, source",
+    [
+        (
+            "heads.py",
+            (
+                "import importlib\n_attention = importlib.import_module('.attention', __package__)"
+                "\ny = _attention.scaled_dot_product_attention(q, k, v)\n"
+            ),
+        ),
+        (
+            "heads.py",
+            (
+                "import importlib\na = importlib.import_module('transformer_hw.attention')\n"
+                "y = a.scaled_dot_product_attention(q, k, v)\n"
+            ),
+        ),
+        (
+            "norm.py",
+            (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                "    from torch.nn import LayerNorm\n"
+                "def f(m: 'LayerNorm') -> 'LayerNorm':\n    return m\n"
+            ),
+        ),
+        (
+            "block.py",
+            (
+                "import torch.nn.functional as F\nclass B:\n    def f(self, x):\n"
+                "        return getattr(F, self.activation)(x)\n"
+            ),
+        ),
+        ("block.py", "from torch import nn\nact = getattr(nn, name)()\n"),
+    ],
+)
+def test_the_three_idioms_of_correct_solutions_are_allowed(filename, source):
+    """The package's own modules in any form, names only under ``TYPE_CHECKING``, and a
+    computed attribute of a library namespace of functions (judged when it runs)."""
+    assert scan_source(filename, source) == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # TYPE_CHECKING that is not typing's runs its block.
+        "TYPE_CHECKING = True\nif TYPE_CHECKING:\n    from torch import softmax",
+        (
+            "from typing import TYPE_CHECKING\nTYPE_CHECKING = 1\nif TYPE_CHECKING:\n"
+            "    from torch import softmax"
+        ),
+        # getattr handed on, or computed on a namespace that holds more than functions.
+        "import functools\nf = functools.partial(getattr, F)",
+        "f = getattr(torch, name)",
+        "import sys\nf = getattr(sys, name)",
+    ],
+)
+def test_what_the_idioms_do_not_cover_is_still_refused(line):
+    assert scan_source("attention.py", HEADER + line + "\n"), line
