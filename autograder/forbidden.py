@@ -114,6 +114,42 @@ TAMPER_ATTRIBUTES = frozenset(
 )
 
 
+#: What could switch the run-time watch off, refused in every student file at the cost of its
+#: part (``WATCH_RULES``): each kind of construct, the names that make it, what to write instead.
+CONCURRENCY = "threads, processes, async tasks and signal handlers run code the watch of forbidden calls does not follow; compute in the calling thread"
+WATCH_MACHINERY = "torch's dispatch hooks, C bindings and compiler are what the watch of forbidden calls is built on; call public torch functions (torch.jit is fine)"
+INTROSPECTION = "frames, tracebacks, class hierarchies and bound methods' owners open the grader's own objects; use your own names and objects"
+PRIVATE = (
+    "library objects are reached only by their public names; call the public function"
+)
+#: Modules and library paths (a prefix of what a name resolves to) that are refused.
+WATCH_PATHS = {
+    **dict.fromkeys(
+        ("threading", "_thread", "concurrent", "multiprocessing", "asyncio"),
+        CONCURRENCY,
+    ),
+    **dict.fromkeys(("signal", "faulthandler", "torch.multiprocessing"), CONCURRENCY),
+    **dict.fromkeys(("sys.settrace", "sys.setprofile", "sys._getframe"), INTROSPECTION),
+    **dict.fromkeys(
+        ("torch.overrides", "torch.utils._python_dispatch"), WATCH_MACHINERY
+    ),
+    **dict.fromkeys(("torch._C", "torch._dynamo", "torch.compile"), WATCH_MACHINERY),
+}
+#: Attributes refused whatever they are read on (``__self__`` only on a library object).
+WATCH_ATTRIBUTES = frozenset(
+    {"tb_frame", "f_back", "f_globals", "f_locals", "f_builtins", "gi_frame"}
+    | {
+        "cr_frame",
+        "ag_frame",
+        "__traceback__",
+        "__subclasses__",
+        "__bases__",
+        "__base__",
+    }
+    | {"__mro__", "__getattribute__", "__self__"}
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class Violation:
     file: str
@@ -840,9 +876,15 @@ class _Module:
             whole = evasion and not (lookup and not self._serves_others(node))
             found.append(Violation(self.filename, node.lineno, call, evasion, whole))
 
+        def refuse(node, call, advice):
+            found.append(
+                Violation(self.filename, node.lineno, call, True, advice=advice)
+            )
+
         for node in self.nodes:
             if node in self.type_checking_only:
                 continue
+            self._judge_watch(refuse, node)
             if isinstance(node, (ast.Name, ast.Attribute)) and (
                 self._modules_at_large(node) or self._string_resolver(node)
             ):
@@ -911,6 +953,80 @@ class _Module:
                 ):
                     add(node, _snippet(node))
         return sorted(set(found), key=lambda v: (v.line, v.call))
+
+    def _judge_watch(self, refuse, node: ast.AST) -> None:
+        """The rules that keep the run-time watch on (``WATCH_PATHS``, ``WATCH_ATTRIBUTES``,
+        private names of library objects)."""
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if advice := watch_rule(a.name):
+                    refuse(node, f"import {a.name}", advice)
+        elif isinstance(node, ast.ImportFrom) and not _own_import(node):
+            module = node.module or ""
+            for a in node.names:
+                if advice := watch_rule(f"{module}.{a.name}") or watch_rule(module):
+                    refuse(node, f"from {module} import {a.name}", advice)
+        elif isinstance(node, ast.Attribute):
+            lib = self._lib_based(node.value)
+            if node.attr in WATCH_ATTRIBUTES and (node.attr != "__self__" or lib):
+                if not (
+                    node.attr == "__getattribute__" and self._own_based(node.value)
+                ):
+                    refuse(node, _snippet(node), INTROSPECTION)
+            elif lib and _private(node.attr) and not _is_attribute_of(node, self):
+                refuse(node, _snippet(node), PRIVATE)
+            self._judge_watch_path(refuse, node)
+        elif isinstance(node, ast.Call):
+            target = self.dynamic_target(node)
+            if isinstance(target, tuple) and target[1]:
+                base, name = target
+                if name in WATCH_ATTRIBUTES and not _all_own(base):
+                    refuse(node, _snippet(node), INTROSPECTION)
+                elif _private(name) and _any_lib(base):
+                    refuse(node, _snippet(node), PRIVATE)
+            if target is not None:
+                self._judge_watch_path(refuse, node)
+            self._judge_getters(refuse, node)
+
+    def _judge_watch_path(self, refuse, node: ast.AST) -> None:
+        """``node`` reaches a refused library path (``torch._C._VariableFunctions`` is judged
+        once, as a whole)."""
+        parent = self.parents.get(node)
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return
+        for kind, where in self.resolve(node):
+            if kind == "lib" and (advice := watch_rule(where)):
+                refuse(node, _snippet(node), advice)
+                return
+
+    def _judge_getters(self, refuse, node: ast.Call) -> None:
+        """Every name given to ``operator.attrgetter`` (dotted, each part), the method name
+        given to ``methodcaller`` and every string key given to ``itemgetter``, judged as an
+        attribute name; a computed name for the first two is refused."""
+        getter = next(
+            (
+                name
+                for name in ("attrgetter", "methodcaller", "itemgetter")
+                if self._reaches(node.func, f"operator.{name}")
+            ),
+            None,
+        )
+        if getter is None:
+            return
+        names = node.args[:1] if getter == "methodcaller" else node.args
+        for arg in names:
+            name = _const_str(arg)
+            if name is None:
+                if getter != "itemgetter":
+                    refuse(node, _snippet(node), PRIVATE + " (name them as constants)")
+                continue
+            for part in name.split(".") if getter == "attrgetter" else [name]:
+                if part in WATCH_ATTRIBUTES or _private(part):
+                    advice = INTROSPECTION if part in WATCH_ATTRIBUTES else PRIVATE
+                    refuse(node, _snippet(node), advice)
+
+    def _own_based(self, node: ast.AST) -> bool:
+        return _all_own(self.resolve(node))
 
     def _dynamic_builtin_as_value(self, node: ast.Name) -> bool:
         """``getattr`` and its kin handed on rather than called (a call is judged as one)."""
@@ -1082,11 +1198,13 @@ class _Module:
         elif self._reaches(node.func, "operator.attrgetter") or self._reaches(
             node.func, "operator.methodcaller"
         ):
-            name = _const_str(node.args[0]) if node.args else None
-            if name is None:
-                add(node, _snippet(node), evasion=True)
-            elif _forbidden(name.split(".")[-1], forbidden):
-                add(node, _snippet(node))
+            many = self._reaches(node.func, "operator.attrgetter")
+            for arg in node.args if many else node.args[:1]:
+                name = _const_str(arg)
+                if name is not None and any(
+                    _forbidden(part, forbidden) for part in name.split(".")
+                ):
+                    add(node, _snippet(node))
 
     def _judge_own(self, add, node, base, attr: str, forbidden) -> None:
         """An attribute of the student's own module that another file bound to a library."""
@@ -1189,7 +1307,7 @@ class _Package:
         if filename in RULES:
             return module.violations(RULES[filename])
         return [
-            dataclasses.replace(v, whole=True)
+            v if v.advice else dataclasses.replace(v, whole=True)
             for v in module.violations(EVERY_FORBIDDEN)
         ]
 
@@ -1220,6 +1338,24 @@ def _runtime_lookup(values) -> bool:
     return bool(values) and all(
         kind == "lib" and where in RUNTIME_LOOKUPS for kind, where in values
     )
+
+
+def watch_rule(path: str) -> str | None:
+    """What to write instead of reaching the library path ``path``, where it is refused."""
+    for prefix, advice in WATCH_PATHS.items():
+        if path == prefix or path.startswith(prefix + "."):
+            return advice
+    return None
+
+
+def _is_attribute_of(node: ast.Attribute, module) -> bool:
+    """``node`` is the value of a longer attribute chain (judged as the whole chain)."""
+    parent = module.parents.get(node)
+    return isinstance(parent, ast.Attribute) and parent.value is node
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
 def _any_lib(values) -> bool:

@@ -193,8 +193,9 @@ def test_rules_follow_the_file():
     (softmax,) = scan_source("rope.py", HEADER + "y = torch.softmax(x, -1)\n")
     assert softmax.parts == tuple(PARTS) and "every part" in softmax.describe()
     assert scan_source("masks.py", HEADER + "y = torch.exp(x)\n") == []
-    (kernel,) = scan_source("norm.py", HEADER + "y = torch._batch_norm_impl_index(x)\n")
-    assert kernel.parts == (5,)
+    # a forbidden kernel, and a private name of a library object
+    kernels = scan_source("norm.py", HEADER + "y = torch._batch_norm_impl_index(x)\n")
+    assert {v.parts for v in kernels} == {(5,)} and len(kernels) == 2
 
 
 @pytest.mark.parametrize(
@@ -437,3 +438,74 @@ def test_the_three_idioms_of_correct_solutions_are_allowed(filename, source):
 )
 def test_what_the_idioms_do_not_cover_is_still_refused(line):
     assert scan_source("attention.py", HEADER + line + "\n"), line
+
+
+@pytest.mark.parametrize(
+    "line, advice",
+    [
+        ("import threading", forbidden.CONCURRENCY),
+        ("from concurrent.futures import ThreadPoolExecutor", forbidden.CONCURRENCY),
+        ("import _thread", forbidden.CONCURRENCY),
+        ("import multiprocessing as mp", forbidden.CONCURRENCY),
+        ("import torch.multiprocessing", forbidden.CONCURRENCY),
+        ("p = torch.multiprocessing.Process(target=f)", forbidden.CONCURRENCY),
+        ("import asyncio", forbidden.CONCURRENCY),
+        ("from signal import signal", forbidden.CONCURRENCY),
+        ("import faulthandler", forbidden.CONCURRENCY),
+        ("t = __import__('threading')", forbidden.CONCURRENCY),
+        ("import sys\nsys.settrace(None)", forbidden.INTROSPECTION),
+        ("import sys\nf = sys._getframe(1)", forbidden.INTROSPECTION),
+        ("from torch.overrides import TorchFunctionMode", forbidden.WATCH_MACHINERY),
+        (
+            "from torch.utils._python_dispatch import _pop_mode",
+            forbidden.WATCH_MACHINERY,
+        ),
+        ("f = torch._C._VariableFunctions.exp", forbidden.WATCH_MACHINERY),
+        ("import torch._dynamo", forbidden.WATCH_MACHINERY),
+        ("g = torch.compile(f)", forbidden.WATCH_MACHINERY),
+        ("try:\n    pass\nexcept Exception as e:\n    f = e.__traceback__", None),
+        ("f = tb.tb_frame.f_back.f_globals", forbidden.INTROSPECTION),
+        ("f = gen.gi_frame", forbidden.INTROSPECTION),
+        ("k = object.__subclasses__()", forbidden.INTROSPECTION),
+        ("k = type(x).__mro__", forbidden.INTROSPECTION),
+        ("k = torch.exp.__self__", forbidden.INTROSPECTION),
+        ("f = getattr(e, '__traceback__')", forbidden.INTROSPECTION),
+        ("f = getattr(torch, '_C')", forbidden.PRIVATE),
+        ("f = F._VF", forbidden.PRIVATE),
+        ("import operator\nf = operator.attrgetter('exp', '_C')(torch)", None),
+        (
+            "import operator\nf = operator.attrgetter('nn.functional.softmax')(torch)",
+            None,
+        ),
+        ("import operator\nf = operator.attrgetter('exp', name)(torch)", None),
+        ("import operator\nf = operator.methodcaller(name, -1)(x)", None),
+        ("import operator\nf = operator.itemgetter('_C')(vars(torch))", None),
+    ],
+)
+def test_what_could_switch_the_watch_off_is_refused_in_every_file(line, advice):
+    """Each refusal names the construct, its file:line and what to write instead, and costs
+    the part of its file."""
+    for filename, part in (("masks.py", 2), ("attention.py", 1)):
+        found = scan_source(filename, HEADER + line + "\n")
+        assert found and all(v.parts in ((part,), tuple(PARTS)) for v in found), line
+        if advice is not None:
+            assert any(v.advice == advice and v.parts == (part,) for v in found), line
+            where = (
+                f"{filename}:{HEADER.count(chr(10)) + line.count(chr(10)) + 1} uses `"
+            )
+            assert any(where in v.describe() for v in found), line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import torch.jit\nf = torch.jit.script(g)",
+        "import operator\nf = operator.attrgetter('weight', 'bias')(layer)",
+        "import operator\nkey = operator.itemgetter(0)",
+        "import operator\nf = operator.methodcaller('exp')(x)",
+        "class A:\n    def __getattr__(self, name):\n        return super().__getattr__(name)",
+        "import signal_processing",
+    ],
+)
+def test_what_leaves_the_watch_on_is_not(line):
+    assert scan_source("heads.py", HEADER + line + "\n") == []
