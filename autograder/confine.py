@@ -552,13 +552,17 @@ def _clear_capabilities() -> None:
         raise OSError("could not set no_new_privs")
 
 
+#: Seconds of CPU time between the soft limit (SIGXCPU) and the hard one (SIGKILL).
+CPU_GRACE = 5
+
+
 def set_limits(limits, cuda: bool) -> None:
     """Address space, processes, CPU seconds, file size and open files (see ``Limits``)."""
 
-    def cap(kind: int, value: int) -> None:
+    def cap(kind: int, value: int, grace: int = 0) -> None:
         _, hard = resource.getrlimit(kind)
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(kind, (value, value))
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard - grace)
+        resource.setrlimit(kind, (value, value + grace))
 
     if not cuda:  # CUDA reserves huge address ranges up front
         cap(resource.RLIMIT_AS, _address_space() + limits.memory)
@@ -568,7 +572,9 @@ def set_limits(limits, cuda: bool) -> None:
     ):  # the limit counts all our user's tasks, not just the worker's
         processes += _tasks_of_uid(os.getuid())
     cap(resource.RLIMIT_NPROC, processes)
-    cap(resource.RLIMIT_CPU, int(limits.submission_timeout) + 30)
+    # A soft limit below the hard one: reaching it is SIGXCPU, the worker's own doing. At equal
+    # limits the kernel sends SIGKILL, which cannot be told from a kill from outside.
+    cap(resource.RLIMIT_CPU, int(limits.submission_timeout) + 30, grace=CPU_GRACE)
     cap(resource.RLIMIT_FSIZE, limits.file_size)
     cap(resource.RLIMIT_NOFILE, limits.open_files)
     cap(resource.RLIMIT_CORE, 0)

@@ -48,6 +48,9 @@ class Graded:
     detail: str = (
         ""  # why, in full, for the course staff's console (never for the student)
     )
+    #: Faults on the grader's side it met and got past (a worker lost and retried, a template
+    #: started again): also among its problems; such a grade is graded again on the next run.
+    grader_events: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ def grade_one(name: str, source: Path, settings: Settings) -> Graded:
         try:
             staged = intake.stage(name, source, Path(tmp) / "submission")
             tests = run_isolated(staged.root, settings, scrub=[tmp, str(REPO)])
+            events = _grader_events(settings)
         except KeyboardInterrupt:
             raise
         except SuiteError as exc:
@@ -74,7 +78,13 @@ def grade_one(name: str, source: Path, settings: Settings) -> Graded:
             return failure(
                 name, f"{type(exc).__name__}: {exc}".replace(tmp, "<submission>")
             )
-        return Graded(name, tests, staged.problems, time.monotonic() - start)
+        return Graded(
+            name,
+            tests,
+            staged.problems + events,
+            time.monotonic() - start,
+            grader_events=events,
+        )
 
 
 def failure(name: str, reason: str) -> Graded:
@@ -101,6 +111,12 @@ def run_isolated(root: Path, settings: Settings, scrub: list[str]) -> list[TestR
 
 #: This process's graded suite, collected once per settings (``runner.SuiteSession``).
 _SESSIONS: dict[Settings, SuiteSession] = {}
+
+
+def _grader_events(settings: Settings) -> list[str]:
+    """The grader-side events of the submission just graded (none without a session)."""
+    session = _SESSIONS.get(settings)
+    return list(session.events) if session is not None else []
 
 
 def _new_session(settings: Settings) -> SuiteSession:

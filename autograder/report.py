@@ -53,13 +53,15 @@ def atomic_write(path: Path, text: str) -> None:
 
 def is_current(out: Path, name: str, digests: dict[str, str]) -> bool:
     """A finished ``results.json`` is there (files appear only complete, see ``atomic_write``),
-    made from the same submission files and suite, and the grader did not fail on it."""
+    made from the same submission files and suite, and the grader neither failed on it nor met
+    a fault on its side while grading it (``Graded.grader_events``)."""
     try:
         results = json.loads((out / name / RESULTS).read_text(encoding="utf-8"))
         extra = results["extra_data"]
         return (
             bool(digests)
             and not extra.get("grader_failed")
+            and not extra.get("grader_events")
             and all(extra.get(key) == value for key, value in digests.items())
         )
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
@@ -123,6 +125,7 @@ def results_json(
             **(digests or {}),
             "problems": [safe_text.one_line(p) for p in graded.problems],
             "grader_failed": graded.failed,
+            "grader_events": [safe_text.one_line(e) for e in graded.grader_events],
         },
     }
     return json.dumps(results, indent=2, ensure_ascii=False) + "\n"

@@ -311,6 +311,7 @@ class _Job:
     done: threading.Event = field(default_factory=threading.Event)
     results: list[TestResult] = field(default_factory=list)
     error: str = ""
+    events: list[str] = field(default_factory=list)  # the sandbox's ``grader_events``
 
 
 class SuiteSession:
@@ -331,6 +332,9 @@ class SuiteSession:
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._ended = ""
+        #: What happened on the grader's side during the last ``run`` (a worker retried, a
+        #: template started again): a grade that met any is not kept.
+        self.events: list[str] = []
 
     def run(self, root: Path, scrub: list[str]) -> list[TestResult]:
         """The results of the suite against ``root`` (which holds ``transformer_hw/``)."""
@@ -346,6 +350,7 @@ class SuiteSession:
         while not job.done.wait(1.0):
             if not self._thread.is_alive() and not job.done.is_set():
                 raise SuiteError(self._ended or "the graded suite stopped")
+        self.events = job.events
         if job.error:
             raise SuiteError(job.error)
         return job.results
@@ -402,6 +407,7 @@ class _SubmissionLoop:
         while (job := self.jobs.get()) is not None:
             try:
                 job.results = self._run(session, job)
+                job.events = list(getattr(self.collector.hw, "grader_events", []))
             except SuiteError as exc:
                 job.error = str(exc)
             except Exception as exc:  # noqa: BLE001 - the submission's problem, not the loop's

@@ -11,7 +11,11 @@ the bubblewrap boundary of ``autograder.boundary``, forks one worker per submiss
 submission's files travel to the worker over its socket; the grading side never stages a copy
 a worker could write to. A request that runs past its wall time, or a worker that dies, becomes
 a ``StudentError`` for that request; the next request gets a fresh worker (objects of the old one
-are gone). Hangs are counted per function (``autograder.hangs``); a request that ended the
+are gone). A worker that dies of something it did not do (a signal from outside it, such as the
+out-of-memory killer's SIGKILL; a lost connection; a lost template) is the grader's fault: the
+request runs again, once, in a fresh worker brought to the lost one's state by replaying the
+requests it served, and only a repeat counts against the submission (``grader_events`` records
+each such fault). Hangs are counted per function (``autograder.hangs``); a request that ended the
 worker is not run again, and once the submission's total time is spent every request fails
 fast, so one hang never blocks a batch.
 """
@@ -64,6 +68,28 @@ _GEN_SHIFT = 40  # grading-side handle id: worker generation << _GEN_SHIFT | wor
 POLL_SECONDS = 0.01
 #: Most distinct functions kept disarmed (their names travel in every spawn request).
 MAX_DISARMED = 32
+#: Bytes of requests kept to bring a fresh worker to a lost one's state (``_Journal``).
+MAX_JOURNAL_BYTES = 64 << 20
+#: Workers a submission may lose to faults outside it before its grading is the grader's
+#: failure (graded again on the next run) rather than retried once more.
+MAX_HOST_FAULTS = 3
+#: Signals a worker gets by its own doing: a crash in its code or one of its own limits (CPU
+#: time: SIGXCPU, file size: SIGXFSZ). Any other signal came from outside it (SIGKILL: the
+#: kernel's out-of-memory killer, a control group's memory cap, an operator).
+OWN_SIGNALS = frozenset(
+    {
+        signal.SIGSEGV,
+        signal.SIGBUS,
+        signal.SIGILL,
+        signal.SIGFPE,
+        signal.SIGABRT,
+        signal.SIGSYS,
+        signal.SIGTRAP,
+        signal.SIGPIPE,
+        signal.SIGXCPU,
+        signal.SIGXFSZ,
+    }
+)
 _uids = itertools.count()
 
 
@@ -132,6 +158,12 @@ class IsolatedSubmission(Submission):
         self._cpu_plan = _CpuPlan()
         # Why no worker could be started for it: every later request fails the same way at once.
         self._unavailable = ""
+        self._journal = _Journal()
+        self._rebuild = False  # the next worker is brought to the lost one's state
+        #: What happened on the grader's side while grading it (a worker lost to a fault
+        #: outside it and retried, a template started again): such a grade is not kept.
+        self.grader_events: list[str] = []
+        self._template_starts = template_client.starts()
 
     # Runtime forbidden calls -----------------------------------------------------------------
     def runtime_violations(self) -> list[Violation]:
@@ -176,49 +208,87 @@ class IsolatedSubmission(Submission):
             ) from None
         self._seq += 1
         timeout = min(self.limits.call_timeout, remaining)
-        try:
-            if self._sock is None:
-                self._start(time.monotonic() + timeout)
-            # Timed from here: a template that is still importing torch costs the student nothing.
-            sent = time.monotonic()
-            deadline = sent + timeout
-            if self._stacks_written:
-                self._drop_stacks()
-            self._send_by(encoded, deadline)
-            reply = self._receive(deadline)
-            self._stacks_written = self._dumped_by(time.monotonic() - sent)
-        except TimeoutError:
-            stacks = "" if timeout < self.limits.call_timeout else self._read_stacks()
-            self._stop()
-            if timeout < self.limits.call_timeout:
-                message = (
-                    f"the submission used up its {self.limits.submission_timeout:g} s of run "
-                    f"time during {label}"
+        for attempt in (1, 2):
+            began = time.monotonic()
+            try:
+                reply = self._exchange(encoded, timeout)
+                break
+            except TimeoutError:
+                stacks = (
+                    "" if timeout < self.limits.call_timeout else self._read_stacks()
                 )
-            else:
-                message = f"{label} took longer than {self.limits.call_timeout:g} s"
-                for file, function, line in hangs.outermost_student_frame(stacks):
-                    self._hangs[file, function] += 1
-                    self._hung_at.setdefault((file, function), line)
-            raise _error("TimeoutError", message) from None
-        except _WorkerEnded as ended:
-            self._stop()
-            self._refused[label] = (
-                "ProcessExit",
-                f"{label} ended the submission's process earlier ({ended}), so it was not run again",
-            )
-            raise _error(
-                "ProcessExit", f"the submission's process {ended} during {label}"
-            ) from None
-        except (wire.WireError, EOFError, OSError) as exc:
-            self._stop()
-            raise _error(
-                "ProcessExit",
-                f"the submission's process {BROKE_PROTOCOL} during {label} ({exc})",
-            ) from None
+                self._stop()
+                if timeout < self.limits.call_timeout:
+                    message = (
+                        f"the submission used up its {self.limits.submission_timeout:g} s "
+                        f"of run time during {label}"
+                    )
+                else:
+                    message = f"{label} took longer than {self.limits.call_timeout:g} s"
+                    for file, function, line in hangs.outermost_student_frame(stacks):
+                        self._hangs[file, function] += 1
+                        self._hung_at.setdefault((file, function), line)
+                raise _error("TimeoutError", message) from None
+            except _WorkerEnded as ended:
+                self._stop()
+                if not ended.own and attempt == 1:
+                    self._deadline += time.monotonic() - began  # the grader's loss
+                    self._rebuild_after(ended, label)
+                    continue
+                again = (
+                    " again, after a retry in a fresh process" if attempt == 2 else ""
+                )
+                self._refused[label] = (
+                    "ProcessExit",
+                    f"{label} ended the submission's process earlier ({ended}{again}), "
+                    + "so it was not run again",
+                )
+                raise _error(
+                    "ProcessExit",
+                    f"the submission's process {ended} during {label}{again}",
+                ) from None
+            except (wire.WireError, EOFError, OSError) as exc:
+                self._stop()
+                raise _error(
+                    "ProcessExit",
+                    f"the submission's process {BROKE_PROTOCOL} during {label} ({exc})",
+                ) from None
         if "error" in reply:
             raise StudentError(self._scrub(reply["error"]))
         return reply["ok"]
+
+    def _exchange(self, encoded, timeout: float):
+        """One request and its reply, from a fresh worker where there is none; the request
+        joins the journal of what its worker served."""
+        if self._sock is None:
+            self._start(time.monotonic() + timeout)
+        # Timed from here: a template still importing torch, or a worker brought back after a
+        # fault outside the submission, costs the student nothing.
+        sent = time.monotonic()
+        deadline = sent + timeout
+        if self._stacks_written:
+            self._drop_stacks()
+        self._send_by(encoded, deadline)
+        reply = self._receive(deadline, seq=self._seq)
+        self._stacks_written = self._dumped_by(time.monotonic() - sent)
+        self._journal.add(self._seq, encoded)
+        return reply
+
+    def _rebuild_after(self, ended: _WorkerEnded, label: str) -> None:
+        """A worker lost to a fault outside the submission: note it, and have the request run
+        again in a fresh worker brought to the lost one's state. Past ``MAX_HOST_FAULTS``, or
+        with a journal too long to keep, the grading is the grader's failure instead."""
+        self.grader_events.append(
+            f"the submission's process {ended} during {label}, which its own code did not "
+            "do: the request was run again in a fresh process and this cost no points"
+        )
+        if len(self.grader_events) > MAX_HOST_FAULTS or self._journal.overflowed:
+            self._unavailable = (
+                f"the sandbox lost the submission's process to faults outside it "
+                f"({len(self.grader_events)} times; the last: {ended} during {label})"
+            )
+            raise SandboxUnavailable(self._unavailable)
+        self._rebuild = True
 
     def close(self) -> None:
         if not self._closed:
@@ -273,6 +343,11 @@ class IsolatedSubmission(Submission):
             for sock in (ours, theirs, stacks_ours, stacks_theirs):
                 sock.close()
             raise
+        if template_client.starts() != self._template_starts:
+            self._template_starts = template_client.starts()
+            self.grader_events.append(
+                "the sandbox's template process was started again while grading it"
+            )
         deadline += (
             time.monotonic() - started
         )  # waiting for the template is not the worker's
@@ -281,7 +356,9 @@ class IsolatedSubmission(Submission):
         ours.setblocking(False)  # every wait on the worker has a deadline (wire)
         stacks_ours.setblocking(False)
         self._sock, self._stacks = ours, stacks_ours
-        self._generation += 1
+        if not self._rebuild:  # a fresh start: the lost worker's objects are gone
+            self._generation += 1
+            self._journal.clear()
         self._send_by(wire.encode(self._files), deadline)
         try:
             hello = self._receive(deadline, hello=True)
@@ -292,6 +369,33 @@ class IsolatedSubmission(Submission):
         if type(hello) is not dict or type(hello.get("root")) is not str:
             raise wire.WireError("the worker did not say where it works")
         self._worker_root = hello["root"]
+        if self._rebuild:
+            self._rebuild = False
+            self._replay()
+
+    def _replay(self) -> None:
+        """Bring a fresh worker to the lost one's state: every request the lost one served,
+        sent again in order. A worker forked from the template starts as every other does (its
+        torch generator included), so with one torch thread it ends up holding the same
+        objects under the same ids, and the tests' handles name them still. The replies were
+        already used: these are dropped, and neither their time nor their bytes count against
+        the submission. A replay that fails is the retry failing (``_WorkerEnded``)."""
+        began, spent = time.monotonic(), self._reply_bytes
+        try:
+            for seq, encoded in self._journal.entries:
+                deadline = time.monotonic() + self.limits.call_timeout
+                self._send_by(encoded, deadline)
+                self._receive(deadline, seq=seq)
+        except _WorkerEnded:
+            raise
+        except (TimeoutError, wire.WireError, EOFError, OSError) as exc:
+            raise _WorkerEnded(
+                f"could not be brought back to its state ({type(exc).__name__})",
+                own=True,
+            ) from None
+        finally:
+            self._reply_bytes = spent
+            self._deadline += time.monotonic() - began
 
     def _stop(self) -> None:
         """Kill the worker (the template removes what it left)."""
@@ -339,17 +443,17 @@ class IsolatedSubmission(Submission):
             wait = 0.2
         return b"".join(chunks).decode("utf-8", "replace")
 
-    def _receive(self, deadline: float, hello: bool = False):
-        """The reply to the last request (or the new worker's hello), complete by
-        ``deadline``; ``_WorkerEnded`` when the worker ended first, ``TimeoutError`` when the
-        deadline passed."""
+    def _receive(self, deadline: float, hello: bool = False, seq: int = 0):
+        """The reply to request ``seq`` (or the new worker's hello), complete by
+        ``deadline``; ``_WorkerEnded`` when the worker ended first (its socket closed or
+        reset), ``TimeoutError`` when the deadline passed."""
         client = template_client.running()  # the one that spawned the worker
         while True:
             if client is None or client.dead:
                 raise _WorkerEnded("was lost with the sandbox's template process")
             status = client.status_of(self._pid)
             if status is not None:
-                raise _WorkerEnded(_describe_status(status, serving=not hello))
+                raise _ended(status, serving=not hello)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError
@@ -369,27 +473,28 @@ class IsolatedSubmission(Submission):
                         deadline=deadline,
                         handle=self._handle,
                     )
-                except EOFError:
-                    raise _WorkerEnded(self._how_it_ended(client, not hello)) from None
+                except (EOFError, ConnectionError):
+                    # A reset: it ended with a request still unread.
+                    raise self._how_it_ended(client, not hello) from None
                 if hello:
                     return reply
                 self._reply_bytes += size
                 if _valid_notice(reply):  # a forbidden call, sent as it was made
                     self._record([reply["seen"]])
                     continue
-                if not _valid_reply(reply, self._seq):
+                if not _valid_reply(reply, seq):
                     raise wire.WireError("reply out of sequence")
                 self._record(reply["v"])
                 return reply
 
     def _how_it_ended(
         self, client: template_client.TemplateClient, serving: bool
-    ) -> str:
+    ) -> _WorkerEnded:
         """Why the worker's socket closed, as the template tells it."""
         try:
-            return _describe_status(client.wait(self._pid, 5.0), serving)
+            return _ended(client.wait(self._pid, 5.0), serving)
         except RuntimeError:
-            return "was lost with the sandbox's template process"
+            return _WorkerEnded("was lost with the sandbox's template process")
 
     # Handles and messages ----------------------------------------------------------------------
     def _worker_ref(self, handle: Handle) -> HandleRef:
@@ -422,7 +527,47 @@ class IsolatedSubmission(Submission):
 
 
 class _WorkerEnded(Exception):
-    pass
+    """The worker is gone; ``own``: by its own doing (its exit, a crash, one of its limits),
+    not by a fault outside it (a signal from outside, a lost template)."""
+
+    def __init__(self, how: str, own: bool = False):
+        super().__init__(how)
+        self.own = own
+
+
+def _ended(status: int | None, serving: bool) -> _WorkerEnded:
+    """A worker that ended with wait status ``status`` (``None``: the template could not
+    tell, which is no proof of the submission's doing)."""
+    own = status is not None and (
+        (os.WIFEXITED(status) and os.WEXITSTATUS(status) != template.HUNG_UP)
+        or (os.WIFSIGNALED(status) and os.WTERMSIG(status) in OWN_SIGNALS)
+    )
+    return _WorkerEnded(_describe_status(status, serving), own)
+
+
+class _Journal:
+    """The requests the current worker served, in order, as sent (their tensors copied: a
+    test may change its own afterwards), to bring a fresh worker to its state. Given up past
+    ``MAX_JOURNAL_BYTES``."""
+
+    def __init__(self):
+        self.entries: list[tuple[int, tuple[bytes, list[bytes]]]] = []
+        self.size = 0
+        self.overflowed = False
+
+    def add(self, seq: int, encoded: tuple[bytes, list]) -> None:
+        if self.overflowed:
+            return
+        header, buffers = encoded
+        copied = [memoryview(b).cast("B").tobytes() for b in buffers]
+        self.size += len(header) + sum(map(len, copied))
+        if self.size > MAX_JOURNAL_BYTES:
+            self.entries, self.overflowed = [], True
+            return
+        self.entries.append((seq, (header, copied)))
+
+    def clear(self) -> None:
+        self.entries, self.size, self.overflowed = [], 0, False
 
 
 class _CpuPlan:
@@ -582,6 +727,8 @@ def _describe_status(status: int | None, serving: bool) -> str:
             return "could not be confined (a grader problem, not the submission's)"
         if code == template.BROKEN:
             return "could not read the next request (its state was broken)"
+        if code == template.HUNG_UP:
+            return "lost its connection to the grader"
         return f"exited with status {code}"
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
@@ -591,7 +738,7 @@ def _describe_status(status: int | None, serving: bool) -> str:
             else sig
         )
         why = {
-            "SIGKILL": " (out of memory, or a limit was reached)",
+            "SIGKILL": " (from outside it: memory ran out on the host, or it was stopped)",
             "SIGXCPU": " (CPU time limit)",
             "SIGSEGV": " (a crash)",
             "SIGXFSZ": " (file size limit)",

@@ -42,6 +42,9 @@ from autograder.points import PACKAGE
 from autograder.protocol import ErrorInfo
 
 UNCONFINED, BROKEN = 70, 71  # a worker's own exit statuses
+#: A worker's exit when its socket closed under it: the grading side went away, or the
+#: connection was lost (not the submission's doing).
+HUNG_UP = 72
 #: Writable folders a worker without namespaces of its own shares with the others.
 SCRATCH = ("/tmp", "/dev/shm")
 #: A worker's folder when it has a private ``/tmp`` (the same path every time: feedback that
@@ -414,7 +417,7 @@ def _serve(sock, executor, device, found: list, seconds: float, poll: float) -> 
             )
             signal.setitimer(signal.ITIMER_REAL, 0)
         except EOFError:
-            os._exit(0)
+            os._exit(HUNG_UP)
         except BaseException:  # noqa: BLE001 - a broken request ends the worker
             os._exit(BROKEN)
         reply = {"seq": seq, "v": [list(v) for v in found]}

@@ -163,12 +163,20 @@ _TEMPLATE: TemplateClient | None = None
 _OPTIMIZERS = False
 #: Whether this process grades on a GPU (``start``): a template started again sees it too.
 _GPU = False
+#: Templates this process has started (``starts``).
+_STARTS = 0
+
+
+def starts() -> int:
+    """How many templates this process has started: a grading during which it grew met a
+    template started again (a grader-side event, ``IsolatedSubmission.grader_events``)."""
+    return _STARTS
 
 
 def current(gpu: bool = False) -> TemplateClient:
     """This process's template, started (again) when there is none, it died, or ``gpu`` asks
     for a GPU it cannot reach."""
-    global _TEMPLATE
+    global _TEMPLATE, _STARTS
     gpu = gpu or _GPU
     if (
         _TEMPLATE is None
@@ -179,6 +187,7 @@ def current(gpu: bool = False) -> TemplateClient:
         if _TEMPLATE is not None:
             _TEMPLATE.close()
         _TEMPLATE = TemplateClient(_OPTIMIZERS, gpu)
+        _STARTS += 1
     return _TEMPLATE
 
 
