@@ -17,7 +17,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from autograder import forbidden
+from autograder import forbidden, shipped_tests
 from autograder.points import PACKAGE, PARTS, TOTAL_POINTS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -137,8 +137,11 @@ EXAMPLE_TESTS = {
 }
 
 
-def strip_hidden_tests(source: str, filename: str = "<tests>") -> str:
-    """A test module without its ``@pytest.mark.hidden`` tests (decorators included)."""
+def strip_hidden_tests(
+    source: str, filename: str = "<tests>", keep_lines: bool = False
+) -> str:
+    """A test module without its ``@pytest.mark.hidden`` tests (decorators included);
+    ``keep_lines`` leaves their lines empty, so what remains keeps its line numbers."""
     tree = ast.parse(source, filename)
     drop: set[int] = set()
     for node in tree.body:
@@ -147,24 +150,46 @@ def strip_hidden_tests(source: str, filename: str = "<tests>") -> str:
         ):
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
             drop.update(range(first, node.end_lineno + 1))
+    if drop:
+        drop |= _helpers_of_hidden_tests(tree, drop)
     lines = source.splitlines(keepends=True)
-    kept = "".join(line for n, line in enumerate(lines, start=1) if n not in drop)
-    return kept
+    blank = "\n" if keep_lines else ""
+    return "".join(
+        blank if n in drop else line for n, line in enumerate(lines, start=1)
+    )
+
+
+def _helpers_of_hidden_tests(tree: ast.Module, dropped: set[int]) -> set[int]:
+    """The lines of the module's helpers that only the hidden tests use: in the handout they
+    would serve no test, and could compute what the hidden tests expect."""
+    helpers = {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("test_")
+    }
+    drop = set(dropped)
+    while True:
+        used = {
+            node.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and node.lineno not in drop
+        }
+        unused = [n for name, n in helpers.items() if name not in used]
+        lines = {
+            line
+            for node in unused
+            for line in range(
+                min([node.lineno] + [d.lineno for d in node.decorator_list]),
+                node.end_lineno + 1,
+            )
+        }
+        if lines <= drop:
+            return drop - dropped
+        drop |= lines
 
 
 # Consecutive code lines that make a leak: single lines recur in honest oracles.
 WINDOW = 3
-
-#: Calls that compute a graded quantity (the forbidden lists, and the other layers and formulas
-#: the parts build): shipped test code that makes one holds an oracle.
-GRADED_CALLS = (
-    forbidden.SOFTMAX
-    | forbidden.ATTENTION
-    | forbidden.NORMALIZATION
-    | {"cross_entropy", "nll_loss", "embedding", "linear", "Linear", "relu"}
-    | {"cos", "sin", "exp", "sqrt", "rsqrt", "triu", "tril", "var"}
-    | {"einsum", "matmul", "bmm", "repeat_interleave", "view_as_complex", "polar"}
-)
 
 
 def _code_lines(text: str) -> list[str]:
@@ -214,8 +239,8 @@ def find_leaks(
     root: Path, solutions: Path = SOLUTIONS, oracles: Path = REPO / ORACLES
 ) -> list[str]:
     """What under ``root`` gives an answer away: runs of solution or answer-key code, a
-    function of the answer key, any function in the tests that computes a graded quantity,
-    hidden tests."""
+    function of the answer key, test code that computes what it should take from the stored
+    answers (``autograder.shipped_tests``), hidden tests."""
     key = oracle_functions(oracles)
     secret = solution_windows(solutions).union(*key.values())
     leaks = []
@@ -231,57 +256,41 @@ def find_leaks(
         if path.suffix == ".py" and _has_hidden_tests(text):
             leaks.append(f"{name}: hidden tests")
         if path.suffix == ".py" and name.parts[0] == "tests":
-            leaks += [f"{name}: {leak}" for leak in _computing_functions(text, key)]
-    return leaks
+            leaks += [f"{name}: {leak}" for leak in _answer_key_functions(text, key)]
+    shipped = {
+        path.relative_to(root).as_posix(): path.read_text(encoding="utf-8")
+        for path in sorted((root / "tests" / "graded").glob("*.py"))
+        if path.relative_to(root).as_posix() != ORACLES
+    }
+    return leaks + shipped_tests.refusals(shipped)
 
 
-def _computing_functions(source: str, key: dict) -> list[str]:
-    """Functions that are the answer key's, or that compute a graded quantity."""
+def refused_test_code(repo: Path = REPO) -> list[str]:
+    """The shipped test code's refusals, with the repository's own line numbers."""
+    shipped = {}
+    for path in sorted((repo / "tests" / "graded").glob("*.py")):
+        name = path.relative_to(repo).as_posix()
+        if name == ORACLES:
+            continue
+        text = path.read_text(encoding="utf-8")
+        if path.name.startswith("test_"):
+            text = strip_hidden_tests(text, path.name, keep_lines=True)
+        shipped[name] = text
+    return shipped_tests.refusals(shipped)
+
+
+def _answer_key_functions(source: str, key: dict) -> list[str]:
+    """Functions named as the answer key's."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    # Names imported from the answers module are stored values there, not computations.
-    stored = {
-        alias.asname or alias.name
+    return [
+        f"{node.name} is a function of the answer key ({ORACLES})"
         for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module == ANSWERS
-        for alias in node.names
-    }
-    found = []
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            continue
-        name = getattr(node, "name", "<lambda>")
-        if name in key:
-            found.append(f"{name} is a function of the answer key ({ORACLES})")
-            continue
-        helper = not name.startswith("test_")
-        for inner in ast.walk(node):
-            called = _called_name(inner)
-            if called in GRADED_CALLS and not (
-                isinstance(inner.func, ast.Name) and called in stored
-            ):
-                found.append(f"{name} computes a graded quantity (calls {called})")
-                break
-            if (
-                helper
-                and isinstance(inner, ast.BinOp)
-                and isinstance(inner.op, ast.MatMult)
-            ):
-                found.append(f"{name} computes a graded quantity (a matrix product)")
-                break
-    return found
-
-
-def _called_name(node: ast.AST) -> str | None:
-    if not isinstance(node, ast.Call):
-        return None
-    if isinstance(node.func, ast.Attribute):
-        return node.func.attr
-    if isinstance(node.func, ast.Name):
-        return node.func.id
-    return None
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.name in key
+    ]
 
 
 def _has_hidden_tests(source: str) -> bool:
@@ -295,6 +304,9 @@ def build_handout(out: Path, repo: Path = REPO) -> Path:
     """Write the student handout to ``out`` and ``out.zip``; refuse if anything leaks."""
     if out.exists() and any(out.iterdir()):
         raise ReleaseError(f"{out} exists and is not empty")
+    refused = refused_test_code(repo)
+    if refused:
+        raise ReleaseError("the handout would leak: " + "; ".join(refused))
     write_assignments(out / "assignments" / PACKAGE, repo / "solutions" / PACKAGE)
     for name in HANDOUT_FILES:
         _copy(repo / name, out / name)

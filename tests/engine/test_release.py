@@ -24,6 +24,7 @@ from autograder.release import (
     build_handout,
     find_leaks,
     make_stub,
+    refused_test_code,
     strip_hidden_tests,
     stub_files,
 )
@@ -216,31 +217,85 @@ def test_every_readme_command_works_from_the_unpacked_zip(runs, handout, tmp_pat
     assert intake.stage(name, source, tmp_path / "whole").problems == []
 
 
-def test_a_planted_oracle_fails_the_release(tmp_path):
-    """A function of the answer key, or any function that computes a graded quantity, in the
-    shipped tests stops the release."""
+#: An oracle written with operators and torch.arange only, and a public test that uses it.
+INLINE_ORACLE = """
+
+def my_angles(positions, d_head):
+    return positions[:, None] * 10000.0 ** (-torch.arange(0, d_head, 2) / d_head)
+
+
+@pytest.mark.points(1)
+@pytest.mark.public
+def test_planted_angles(hw):
+    positions = torch.arange(5)
+    assert_close(hw.call("rope.rope_angles", positions, 8), my_angles(positions, 8), "angles")
+"""
+
+
+def copy_of_repo(tmp_path) -> Path:
     repo = tmp_path / "repo"
     for name in ("solutions", "tests", "autograder", "data"):
         shutil.copytree(
             REPO / name, repo / name, ignore=shutil.ignore_patterns("__pycache__")
         )
     shutil.copy(REPO / "pyproject.toml", repo)
+    return repo
+
+
+def test_a_planted_oracle_fails_the_release(tmp_path):
+    """A function of the answer key, or a function that computes what a shipped test compares
+    with, stops the release, which names it and where it lives."""
+    repo = copy_of_repo(tmp_path)
     source = (REPO / ORACLES).read_text(encoding="utf-8")
     node = next(
         n for n in ast.parse(source).body if getattr(n, "name", "") == "rotate_pairs"
     )
     planted = ast.get_source_segment(source, node)
-    written = "def my_angles(positions, d):\n    return positions[:, None] * 10000.0 ** (-torch.arange(0, d, 2) / d)\n\n\ndef my_rope(x, angles):\n    return x * angles.cos()\n"
+    target = repo / "tests" / "graded" / "test_part4_rope.py"
+    original = (REPO / "tests" / "graded" / "test_part4_rope.py").read_text()
+    line = len(original.splitlines()) + 3  # where my_angles lands
     leaks = (
-        (planted, "rotate_pairs is a function of the answer key"),
-        (written, "my_rope computes a graded quantity (calls cos)"),
+        (
+            planted + "\n\n\nTABLE = rotate_pairs\n",
+            "rotate_pairs is a function of the answer key",
+        ),
+        (
+            INLINE_ORACLE,
+            f"tests/graded/test_part4_rope.py:{line}: my_angles computes on tensors",
+        ),
     )
     for code, leak in leaks:
-        target = repo / "tests" / "graded" / "test_part4_rope.py"
-        original = (REPO / "tests" / "graded" / "test_part4_rope.py").read_text()
-        target.write_text(original + "\n\n" + code + "\n", encoding="utf-8")
-        with pytest.raises(ReleaseError, match=re.escape(leak)):
+        target.write_text(original + code, encoding="utf-8")
+        with pytest.raises(ReleaseError, match=re.escape(leak)) as refused:
             build_handout(tmp_path / "out" / leak.split()[0], repo)
+    assert "move my_angles into tests/graded/oracles.py" in str(refused.value)
+
+
+def test_the_same_oracle_in_the_answer_key_ships(tmp_path):
+    """Moved into oracles.py and reached through answers.py, the planted oracle is refused no
+    more: the shipped test then holds its stored values."""
+    repo = copy_of_repo(tmp_path)
+    definition, test = INLINE_ORACLE.split("\n\n\n@pytest", 1)
+    with (repo / ORACLES).open("a", encoding="utf-8") as oracles:
+        oracles.write("\n" + definition + "\n")
+    target = repo / "tests" / "graded" / "test_part4_rope.py"
+    original = target.read_text(encoding="utf-8")
+    target.write_text(
+        "from tests.graded.answers import my_angles\n"
+        + original
+        + "\n\n@pytest"
+        + test,
+        encoding="utf-8",
+    )
+    assert refused_test_code(repo) == []
+
+
+def test_a_helper_of_hidden_tests_only_does_not_ship():
+    source = (
+        "import pytest\n\n\ndef helper(x):\n    return x * 2\n\n\n"
+        "@pytest.mark.hidden\ndef test_b(hw):\n    helper(1)\n"
+    )
+    assert "helper" not in strip_hidden_tests(source)
 
 
 def test_handout_refuses_a_non_empty_folder(tmp_path):

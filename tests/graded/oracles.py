@@ -170,6 +170,13 @@ def padding_suspects(lengths: list[int], t: int, device="cpu") -> dict:
     }
 
 
+def attention_mask_oracle(lengths: list[int], t: int, device="cpu") -> torch.Tensor:
+    """The causal attention mask: key padding OR the future, (B, 1, t, t)."""
+    return padded(lengths, t, device=device)[:, None, None, :] | future(
+        t, t, device=device
+    )
+
+
 def attention_mask_suspects(lengths: list[int], t: int, causal: bool, device) -> dict:
     """(B, 1, t, t) masks of known mistakes, including those of the two masks it combines."""
     keys = padded(lengths, t, device=device)[:, None, None, :]  # (B, 1, 1, t)
@@ -343,6 +350,11 @@ def rope_oracle(x, positions, base=10000.0):
     return rotate_pairs(x, angles_oracle(positions, x.shape[-1], base))
 
 
+def relative_rope_scores(q, k, relative):
+    """``<q_i, R(relative[i, j]) k_j>``: the scores of rotated queries and keys, (B, T, T)."""
+    return (q[:, :, None, :] * rope_oracle(k[:, None, :, :], relative)).sum(-1)
+
+
 def rope_suspects(x, positions, base=10000.0):
     """What the known RoPE mistakes would output for ``apply_rope(x, positions, base)``."""
     d, t = x.shape[-1], x.shape[-2]
@@ -465,6 +477,11 @@ def pre_norm_residuals_of_normalized(x, sd, mask):
     return n2 + feed_forward(n2, sd)
 
 
+def ffn_residual(x, sd):
+    """A pre-norm block whose attention branch is zeroed: ``x + ffn(ln2(x))``."""
+    return x + feed_forward(layer_norm(x, sd, "ln2"), sd)
+
+
 def block_suspects(x, sd, mask, form):
     if form == "pre":
         return {
@@ -551,6 +568,21 @@ def repeat_kv(x, n_rep, tiled=False):
 def restarting_positions(chunks, device):
     """The mistake of cached decoding: every chunk's positions restart at 0."""
     return torch.cat([torch.arange(c, device=device) for c in chunks])
+
+
+def kv_cache_numels(cases) -> torch.Tensor:
+    """``kv_cache_numel`` of each ``(B, L, T, h_kv, d_h)``: keys and values, 2 * the product."""
+    return 2 * torch.tensor([math.prod(case) for case in cases])
+
+
+def kv_cache_numel_suspects(cases) -> dict[str, torch.Tensor]:
+    product = torch.tensor([math.prod(case) for case in cases])
+    return {
+        "the factor 2 is missing (keys AND values are cached)": product,
+        "counts bytes (4 per float32 element), not elements": 8 * product,
+        "counts bytes (2 per 16-bit element), not elements": 4 * product,
+        "counts bytes (8 per float64 element), not elements": 16 * product,
+    }
 
 
 # part7 charlm ------------------------------------------------------------
@@ -762,3 +794,8 @@ def oracle_training(
             }
         history.append({"epoch": epoch, "train_loss": scalar(total / count), **after})
     return history, {k: v.detach() for k, v in params.items()}, tiny
+
+
+def ce_pad_counted(logits, targets):
+    """The summed loss over every position, padding included: the mean with padding counted."""
+    return ce(logits, targets, "sum") / targets.numel()

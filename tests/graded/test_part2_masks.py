@@ -11,6 +11,7 @@ from hypothesis import given
 
 from autograder.protocol import expect_student_error
 from tests.graded.answers import (
+    attention_mask_oracle,
     attention_mask_suspects,
     causal_suspects,
     future,
@@ -154,12 +155,9 @@ def test_attention_mask_causal(hw):
     """(B, 1, t, t): key padding OR the causal mask."""
     lengths, t = [4, 2], 4
     got = hw.call(ATTENTION, torch.tensor(lengths, device=hw.device), t)
-    want = padded(lengths, t, device=hw.device)[:, None, None, :] | future(
-        t, t, device=hw.device
-    )
     assert_exact(
         got,
-        want,
+        attention_mask_oracle(lengths, t, device=hw.device),
         f"attention_mask({lengths}, {t})",
         likely=attention_mask_suspects(lengths, t, True, hw.device),
     )

@@ -11,7 +11,12 @@ import pytest
 import torch
 from hypothesis import given
 
-from tests.graded.answers import angles_oracle, rope_oracle, rope_suspects
+from tests.graded.answers import (
+    angles_oracle,
+    relative_rope_scores,
+    rope_oracle,
+    rope_suspects,
+)
 from tests.graded.compare import LIKELY, assert_close
 from tests.graded.expect import raises_value_error
 from tests.graded.inputs import checked
@@ -217,7 +222,7 @@ def test_apply_rope_relative_offset(hw, seed, positions, shift):
     pos = longs(positions, hw.device)
     relative = pos[None, :] - pos[:, None]  # (T, T): n - m
     # <q_i, R(p_j - p_i) k_j>: only the offset enters  (B, T, T)
-    expected = (q[:, :, None, :] * rope_oracle(k[:, None, :, :], relative)).sum(-1)
+    expected = relative_rope_scores(q, k, relative)
     for where in (pos, pos + shift):
         rq = hw.call("rope.apply_rope", q, where)
         rk = hw.call("rope.apply_rope", k, where)

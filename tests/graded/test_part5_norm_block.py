@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from tests.graded.answers import (
     block_suspects,
     feed_forward,
+    ffn_residual,
     future,
     gradients,
     layer_norm,
@@ -314,7 +315,7 @@ def test_pre_norm_block_zeroed_branch(hw):
     block.load_state(fc2)
     assert_close(
         block(x, mask=mask),
-        x + feed_forward(layer_norm(x, sd, "ln2"), sd),
+        ffn_residual(x, sd),
         "PreNormBlock with attn.out_proj zeroed (should be x + ffn(ln2(x)))",
         likely=block_suspects(x, sd, mask, "pre"),
     )
