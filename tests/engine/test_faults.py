@@ -1,0 +1,198 @@
+"""Faults on the grader's side never cost the student: each case grades the reference on a few
+part-7 tests (CharLM objects held across requests) with a fault injected, and ends with the
+same grade as a clean run. A grade that met a fault is marked so and is not kept.
+
+No case depends on timing: wherever a kill lands in a request, the request is run again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from autograder import cli, grade, report, sandbox, template_client
+from autograder.points import PACKAGE
+from autograder.release import SOLUTIONS
+
+#: A few part-7 tests whose requests build a CharLM, load weights into it and run it: a
+#: fault in their middle leaves the grading side holding handles to the lost worker's objects.
+KEYWORD = (
+    "test_charlm_structure or test_charlm_forward_matches_oracle "
+    "or test_charlm_cached_forward_matches_full"
+)
+SETTINGS = grade.Settings(keyword=KEYWORD)
+#: The request the faults strike: past the first test's, while its objects are held.
+STRUCK = 6
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("faults") / "reference"
+    shutil.copytree(SOLUTIONS, folder / PACKAGE)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def clean(reference) -> grade.Graded:
+    graded = grade.grade_one("reference", reference, SETTINGS)
+    assert not graded.failed and not graded.grader_events, graded.problems
+    assert graded.tests and all(t.passed for t in graded.tests)
+    return graded
+
+
+def outcomes(graded: grade.Graded) -> dict[str, bool]:
+    return {t.nodeid: t.passed for t in graded.tests}
+
+
+def host_pid(pid: int) -> int:
+    """A worker's pid as this process sees it (the template may have a PID namespace)."""
+    template = template_client.running().process.pid
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        nspid = next(line for line in status.splitlines() if line.startswith("NSpid"))
+        if int(nspid.split()[-1]) == pid and _descends(int(entry.name), template):
+            return int(entry.name)
+    raise LookupError(f"no worker {pid} below the template")
+
+
+def _descends(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return False
+
+
+def strike(monkeypatch, method: str, fault) -> list[int]:
+    """Run ``fault(submission)`` once, as request ``STRUCK`` reaches ``method`` of the
+    sandbox's client; the list it returns fills with that request's number."""
+    original = getattr(sandbox.IsolatedSubmission, method)
+    struck: list[int] = []
+
+    def patched(self, *args, **kwargs):
+        if self._seq == STRUCK and not struck and kwargs.get("seq", STRUCK) == STRUCK:
+            struck.append(self._seq)
+            fault(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(sandbox.IsolatedSubmission, method, patched)
+    return struck
+
+
+def graded_with(reference, settings=SETTINGS) -> grade.Graded:
+    graded = grade.grade_one("reference", reference, settings)
+    assert not graded.failed, graded.problems
+    return graded
+
+
+def test_a_worker_killed_from_outside_mid_request_is_retried(
+    reference, clean, monkeypatch, tmp_path
+):
+    def kill(submission):  # after the request was sent, before its reply is read
+        os.kill(host_pid(submission._pid), signal.SIGKILL)
+
+    struck = strike(monkeypatch, "_receive", kill)
+    graded = graded_with(reference)
+    assert struck and outcomes(graded) == outcomes(clean)
+    assert len(graded.grader_events) == 1
+    assert "SIGKILL" in graded.grader_events[0]
+    assert "cost no points" in graded.grader_events[0]
+    assert graded.grader_events[0] in graded.problems
+    # Marked in results.json, and graded again on the next run.
+    digests = {"submission": "s", "suite": "t"}
+    report.write_submission(tmp_path, graded, digests=digests)
+    assert not report.is_current(tmp_path, "reference", digests)
+    row = report.gradebook_row(tmp_path, "reference")
+    assert "SIGKILL" in row["problems"]
+
+
+def test_a_kill_with_the_request_unread_is_retried(reference, clean, monkeypatch):
+    """The worker stopped, then killed with the request in its socket: a connection reset."""
+
+    def kill(submission):
+        pid = host_pid(submission._pid)
+        os.kill(pid, signal.SIGSTOP)
+        os.kill(pid, signal.SIGKILL)
+
+    struck = strike(monkeypatch, "_send_by", kill)
+    graded = graded_with(reference)
+    assert struck and outcomes(graded) == outcomes(clean)
+    assert len(graded.grader_events) == 1
+
+
+def test_a_template_killed_between_requests_is_started_again(
+    reference, clean, monkeypatch
+):
+    def kill(submission):
+        template = template_client.running().process
+        template.kill()
+        template.wait()
+
+    struck = strike(monkeypatch, "_exchange", kill)
+    graded = graded_with(reference)
+    assert struck and outcomes(graded) == outcomes(clean)
+    assert any("template" in event for event in graded.grader_events)
+
+
+def test_a_closed_worker_socket_is_retried(reference, clean, monkeypatch):
+    struck = strike(
+        monkeypatch, "_exchange", lambda s: s._sock.shutdown(socket.SHUT_WR)
+    )
+    graded = graded_with(reference)
+    assert struck and outcomes(graded) == outcomes(clean)
+    assert ["lost its connection" in e for e in graded.grader_events] == [True]
+
+
+def test_a_reply_late_but_inside_its_deadline_counts(reference, clean, monkeypatch):
+    """The worker is held still for half its time limit: no fault, and nothing retried."""
+    settings = grade.Settings(keyword=KEYWORD, call_timeout=8.0)
+
+    def hold(submission):
+        pid = host_pid(submission._pid)
+        os.kill(pid, signal.SIGSTOP)
+        threading.Timer(4.0, os.kill, (pid, signal.SIGCONT)).start()
+
+    struck = strike(monkeypatch, "_send_by", hold)
+    graded = graded_with(reference, settings)
+    assert struck and outcomes(graded) == outcomes(clean)
+    assert graded.grader_events == []
+
+
+def test_a_batch_beside_busy_loops_and_a_memory_hungry_neighbour(
+    reference, clean, tmp_path
+):
+    batch = tmp_path / "batch"
+    for n in range(2):
+        shutil.copytree(reference, batch / f"copy{n}")
+    hog = "blocks = []\nwhile True:\n    blocks.append(bytearray(64 << 20))\n"
+    hog += "    blocks = blocks[-24:]\n"  # about 1.5 GB, touched over and over
+    neighbours = [
+        subprocess.Popen([sys.executable, "-c", code])
+        for code in ("while True: pass", "while True: pass", hog)
+    ]
+    try:
+        out = tmp_path / "out"
+        args = ["grade", str(batch), "--out", str(out), "-k", KEYWORD, "--jobs", "2"]
+        assert cli.main(args) == 0
+    finally:
+        for neighbour in neighbours:
+            neighbour.kill()
+            neighbour.wait()
+    for n in range(2):
+        row = report.gradebook_row(out, f"copy{n}")
+        assert row["problems"] == ""
+        assert int(row["part7"]) == report.part_scores(clean.tests)[7] > 0
