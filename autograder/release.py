@@ -406,6 +406,11 @@ def student_readme(public_tests: set[str], notebook: bool) -> str:
         for name in ("torch", "hypothesis")
     ]
     return string.Template(README_TEMPLATE.read_text(encoding="utf-8")).substitute(
+        parts="\n".join(
+            f"{part.number}. {part.title} ({', '.join(f'`{f}`' for f in part.files)})"
+            for part in PARTS.values()
+        ),
+        builds_on=_builds_on(),
         versions=" and ".join(pin.replace("==", " ") for pin in pins),
         pins=" ".join(pins),
         points_intro=intro,
@@ -420,6 +425,23 @@ def student_readme(public_tests: set[str], notebook: bool) -> str:
         notebook=notebook_text,
         **EXAMPLE_TESTS,
     )
+
+
+def _builds_on() -> str:
+    """Which parts each part's tests run, from ``PARTS``: "part 3 uses part 1; ..."."""
+    uses = []
+    for part in PARTS.values():
+        if part.uses:
+            named = [str(k) for k in part.uses]
+            listed = (
+                ", ".join(named[:-1]) + " and " + named[-1]
+                if len(named) > 1
+                else named[0]
+            )
+            uses.append(
+                f"part {part.number} uses part{'s' * (len(named) > 1)} {listed}"
+            )
+    return "; ".join(uses) or "each stands alone"
 
 
 def _public_points() -> dict[int, int]:

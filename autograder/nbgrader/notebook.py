@@ -44,9 +44,13 @@ def load_source(path: Path = SOURCE) -> dict:
         raise NotebookError(f"{path.name}: every cell needs an id of its own")
     checks = sorted(p for i in ids if (p := check_cell_part(i)) is not None)
     if checks != sorted(PARTS):
+        missing = [
+            f"a code cell with the id `check-part{n}` whose source is `check_part({n})`"
+            for n in sorted(set(PARTS) - set(checks))
+        ]
         raise NotebookError(
             f"{path.name}: check cells for parts {checks}, expected one for each of "
-            f"{sorted(PARTS)}"
+            f"{sorted(PARTS)}" + (f"; add {', '.join(missing)}" if missing else "")
         )
     for cell in notebook["cells"]:
         if cell["cell_type"] == "code" and cell.get("outputs"):
