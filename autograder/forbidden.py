@@ -117,7 +117,8 @@ TAMPER_ATTRIBUTES = frozenset(
 #: What could switch the run-time watch off, refused in every student file at the cost of its
 #: part (``WATCH_RULES``): each kind of construct, the names that make it, what to write instead.
 CONCURRENCY = "threads, processes, async tasks and signal handlers run code the watch of forbidden calls does not follow; compute in the calling thread"
-WATCH_MACHINERY = "torch's dispatch hooks, C bindings and compiler are what the watch of forbidden calls is built on; call public torch functions (torch.jit is fine)"
+WATCH_MACHINERY = "torch's dispatch hooks, C bindings and compilers (torch.compile, TorchScript) are what the watch of forbidden calls is built on or runs outside it; call public torch functions from plain Python"
+CALLBACKS = "torch runs these callbacks inside its own calls (custom operators, control-flow operators, tensor and autograd hooks, element-wise Python maps), where the watch of forbidden calls cannot follow; compute in your own functions"
 INTROSPECTION = "frames, tracebacks, class hierarchies and bound methods' owners open the grader's own objects; use your own names and objects"
 PRIVATE = (
     "library objects are reached only by their public names; call the public function"
@@ -134,7 +135,17 @@ WATCH_PATHS = {
         ("torch.overrides", "torch.utils._python_dispatch"), WATCH_MACHINERY
     ),
     **dict.fromkeys(("torch._C", "torch._dynamo", "torch.compile"), WATCH_MACHINERY),
+    **dict.fromkeys(("torch.jit", "torch.export", "torch.fx"), WATCH_MACHINERY),
+    **dict.fromkeys(
+        ("torch.library", "torch.cond", "torch.while_loop", "torch._higher_order_ops"),
+        CALLBACKS,
+    ),
+    **dict.fromkeys(("torch.autograd.graph", "torch.utils.hooks"), CALLBACKS),
 }
+#: Methods refused whatever they are read on: torch calls them back from inside its own calls.
+CALLBACK_ATTRIBUTES = frozenset(
+    {"register_hook", "register_post_accumulate_grad_hook", "apply_", "map_", "map2_"}
+)
 #: Attributes refused whatever they are read on (``__self__`` only on a library object).
 WATCH_ATTRIBUTES = frozenset(
     {"tb_frame", "f_back", "f_globals", "f_locals", "f_builtins", "gi_frame"}
@@ -968,7 +979,9 @@ class _Module:
                     refuse(node, f"from {module} import {a.name}", advice)
         elif isinstance(node, ast.Attribute):
             lib = self._lib_based(node.value)
-            if node.attr in WATCH_ATTRIBUTES and (node.attr != "__self__" or lib):
+            if node.attr in CALLBACK_ATTRIBUTES and not self._own_based(node.value):
+                refuse(node, _snippet(node), CALLBACKS)
+            elif node.attr in WATCH_ATTRIBUTES and (node.attr != "__self__" or lib):
                 if not (
                     node.attr == "__getattribute__" and self._own_based(node.value)
                 ):
