@@ -142,6 +142,8 @@ WATCH_PATHS = {
     ),
     **dict.fromkeys(("torch.autograd.graph", "torch.utils.hooks"), CALLBACKS),
 }
+#: Library names that are public despite their underscore (documented as such).
+PUBLIC_UNDERSCORED = frozenset({"os._exit"})
 #: Methods refused whatever they are read on: torch calls them back from inside its own calls.
 CALLBACK_ATTRIBUTES = frozenset(
     {"register_hook", "register_post_accumulate_grad_hook", "apply_", "map_", "map2_"}
@@ -986,7 +988,14 @@ class _Module:
                     node.attr == "__getattribute__" and self._own_based(node.value)
                 ):
                     refuse(node, _snippet(node), INTROSPECTION)
-            elif lib and _private(node.attr) and not _is_attribute_of(node, self):
+            elif (
+                lib
+                and _private(node.attr)
+                and not _is_attribute_of(node, self)
+                and not any(
+                    where in PUBLIC_UNDERSCORED for _, where in self.resolve(node)
+                )
+            ):
                 refuse(node, _snippet(node), PRIVATE)
             self._judge_watch_path(refuse, node)
         elif isinstance(node, ast.Call):

@@ -517,3 +517,8 @@ def test_what_could_switch_the_watch_off_is_refused_in_every_file(line, advice):
 )
 def test_what_leaves_the_watch_on_is_not(line):
     assert scan_source("heads.py", HEADER + line + "\n") == []
+
+
+def test_a_library_name_public_despite_its_underscore_is_not_private():
+    assert scan_source("attention.py", "import os\nos._exit(0)\n") == []
+    assert scan_source("attention.py", "import torch\nf = torch._softmax\n")
