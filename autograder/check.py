@@ -75,6 +75,15 @@ def check(
     return 0
 
 
+def print_rules() -> int:
+    """The rules beyond each file's forbidden list, from the lists the grader applies."""
+    from autograder.forbidden import student_rules
+
+    for rule in student_rules():
+        print(f"- {rule}\n")
+    return 0
+
+
 def _print_part(console, title: str, number: int, tests: list[TestResult]) -> None:
     got = sum(t.points for t in tests if t.passed)
     total = sum(t.points for t in tests if not t.skipped)

@@ -180,8 +180,10 @@ def _copy_results(folder: Path, target: Path) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from autograder.check import check
+    from autograder.check import check, print_rules
 
+    if args.rules:
+        return print_rules()
     return check(Path(args.path), args.device, args.part, args.keyword)
 
 
@@ -336,6 +338,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--part",
         type=int,
         help=f"only this part's tests ({', '.join(map(str, PARTS))})",
+    )
+    check.add_argument(
+        "--rules",
+        action="store_true",
+        help="print the rules every file follows (beyond its forbidden calls) and stop",
     )
 
     zoo = _command(

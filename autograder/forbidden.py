@@ -210,6 +210,68 @@ class Violation:
         )
 
 
+def student_rules() -> list[str]:
+    """The rules beyond each file's forbidden list, as a student reads them (Markdown), made
+    from the lists the scan applies: the handout README and ``autograder check --rules``
+    print these, so what students read is what is checked."""
+
+    def names(items) -> str:
+        return ", ".join(f"`{n}`" for n in sorted(items, key=lambda n: n.lstrip("_")))
+
+    def paths(advice: str) -> str:
+        return names(p for p, a in WATCH_PATHS.items() if a == advice)
+
+    return [
+        (
+            "Write library calls out by name. A `getattr` with a computed name is fine on "
+            f"{names(RUNTIME_LOOKUPS)} (what it reaches is judged when it is called) and on "
+            "your own objects (`self`, `cls`, `super()`, instances of your classes); on any "
+            "other library module or object, and `getattr`, `setattr` or `vars` handed on as "
+            "values rather than called, it hides which function it reaches and costs every part."
+        ),
+        (
+            'The check reads the whole file, `if __name__ == "__main__":` blocks included; '
+            "names used only in annotations or under `typing.TYPE_CHECKING` are not uses. Keep "
+            "comparisons against library functions in a script of your own, outside "
+            "`transformer_hw/`."
+        ),
+        (
+            f"No threads, processes, async tasks or signal handlers ({paths(CONCURRENCY)}): "
+            "compute in the calling thread."
+        ),
+        (
+            f"No compilers or dispatch hooks ({paths(WATCH_MACHINERY)}), and nothing torch calls "
+            f"back from inside its own calls ({paths(CALLBACKS)}, the methods "
+            f"{names(CALLBACK_ATTRIBUTES)}): the watch of forbidden calls cannot follow them. "
+            "Module forward hooks are fine."
+        ),
+        (
+            "No frames, tracebacks or class hierarchies "
+            f"({names(WATCH_ATTRIBUTES)}, {paths(INTROSPECTION)}), and library objects only by "
+            "their public names (no attribute that starts with `_`, `os._exit` aside). Each of "
+            "these rules costs the part of the file that breaks it."
+        ),
+        (
+            "No file may reach into the grader or turn a string into an object: importing any of "
+            f"{names(TAMPER_MODULES)} (`import gc` for `gc.collect()` is fine; to save objects "
+            'use `torch.save` or `json`), using `sys.modules` other than `sys.modules["name"]`, '
+            f"{names(TAMPER_ATTRIBUTES)}, {names({'eval', 'exec', 'compile'})}. Any of these "
+            "costs every part."
+        ),
+        (
+            f"Each module file is at most {MAX_MODULE // 1024} KB of ordinary code: one that "
+            f"cannot be read within {READ_SECONDS} s and {READ_MEMORY >> 30} GiB of memory costs "
+            "its own part."
+        ),
+        (
+            "Only the module files in the table above are graded. Another file in "
+            "`transformer_hw/` (a `_utils.py` of helpers, say) is left out, and code that imports "
+            "it fails: keep helpers in the module files that use them. Importing your own "
+            "modules in any form (absolute, relative, `importlib.import_module`) is fine."
+        ),
+    ]
+
+
 def by_part(violations) -> dict[int, list[str]]:
     """Descriptions of the violations, grouped by the parts whose points they cost."""
     grouped: dict[int, list[str]] = {}
@@ -329,8 +391,10 @@ def _read_in_child(sources: dict[str, str]):
             why = lines.pop()["failed"]
     at = [line["at"] for line in lines if "at" in line]
     if not at:  # it never began: the engine's fault, not the file's
+        from autograder.runner import SuiteError  # a grader's failure, never a zero
+
         detail = (stderr or b"").decode(errors="replace")[-2000:]
-        raise RuntimeError(f"the forbidden-call reader did not start: {detail}")
+        raise SuiteError(f"the forbidden-call reader did not start: {detail}")
     return [], (at[-1], why)
 
 

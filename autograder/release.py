@@ -418,10 +418,7 @@ def student_readme(public_tests: set[str], notebook: bool) -> str:
         public_total=public_total,
         hidden_total=TOTAL_POINTS - public_total,
         forbidden="\n".join(forbidden_lines),
-        tamper_modules=", ".join(
-            f"`{name}`"
-            for name in sorted(forbidden.TAMPER_MODULES, key=lambda m: m.lstrip("_"))
-        ),
+        rules="\n".join(f"- {rule}" for rule in forbidden.student_rules()),
         notebook=notebook_text,
         **EXAMPLE_TESTS,
     )

@@ -522,3 +522,35 @@ def test_what_leaves_the_watch_on_is_not(line):
 def test_a_library_name_public_despite_its_underscore_is_not_private():
     assert scan_source("attention.py", "import os\nos._exit(0)\n") == []
     assert scan_source("attention.py", "import torch\nf = torch._softmax\n")
+
+
+def test_the_rules_students_read_name_everything_the_scan_refuses(capsys):
+    """The handout README and `autograder check --rules` print ``student_rules``, made from
+    the very lists the scan applies: nothing refused goes unnamed."""
+    from autograder import cli
+
+    text = "\n".join(forbidden.student_rules())
+    listed = (
+        set(forbidden.WATCH_PATHS)
+        | forbidden.CALLBACK_ATTRIBUTES
+        | forbidden.WATCH_ATTRIBUTES
+        | forbidden.TAMPER_MODULES
+        | forbidden.TAMPER_ATTRIBUTES
+        | forbidden.RUNTIME_LOOKUPS
+    )
+    assert [name for name in sorted(listed) if f"`{name}`" not in text] == []
+    assert cli.main(["check", "--rules"]) == 0
+    assert capsys.readouterr().out.strip() == "\n\n".join(
+        f"- {rule}" for rule in forbidden.student_rules()
+    )
+
+
+def test_a_reader_that_cannot_start_is_the_graders_failure(tmp_path, monkeypatch):
+    """Never a row of zeros: a ``SuiteError`` inside a test fails the grading, which the next
+    run retries."""
+    from autograder.runner import SuiteError
+
+    (tmp_path / "attention.py").write_text("x = 1\n")
+    monkeypatch.setattr(forbidden, "_CHILD", "raise SystemExit(3)")
+    with pytest.raises(SuiteError, match="reader did not start"):
+        forbidden.scan_package(tmp_path)
