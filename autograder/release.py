@@ -123,6 +123,10 @@ HANDOUT_FILES = (
     "tests/conftest.py",
 )
 HANDOUT_DIRS = ("data",)
+#: The student contract. The handout carries it at its top level as ``SPEC.md``, the name the
+#: feedback cites, without its notes for the graded suite.
+SPEC = "docs/SPEC.md"
+SUITE_NOTES = "\n## Notes for the graded suite"
 #: The answer key: in the handout its values, never its code (``tests.graded.answers``).
 ORACLES = "tests/graded/oracles.py"
 ANSWERS = "tests.graded.answers"
@@ -314,6 +318,7 @@ def build_handout(out: Path, repo: Path = REPO) -> Path:
         for path in sorted((repo / folder).rglob("*")):
             if path.is_file():
                 _copy(path, out / path.relative_to(repo))
+    _write(out / "SPEC.md", student_spec(repo / SPEC))
     public: set[str] = set()
     for path in sorted((repo / "tests" / "graded").glob("*.py")):
         if path.relative_to(repo).as_posix() == ORACLES:
@@ -364,6 +369,11 @@ def write_notebook(path: Path) -> bool:
         return False
     writer(path)
     return True
+
+
+def student_spec(path: Path) -> str:
+    """The student contract as the handout ships it: its notes for the graded suite left out."""
+    return path.read_text(encoding="utf-8").split(SUITE_NOTES, 1)[0].rstrip() + "\n"
 
 
 def student_readme(public_tests: set[str], notebook: bool) -> str:

@@ -108,6 +108,19 @@ def test_handout_has_stubs_public_tests_and_no_answers(handout):
     ]
 
 
+def test_handout_carries_the_student_contract(handout):
+    """Feedback cites SPEC.md: the handout holds it at its top level, the repository's
+    docs/SPEC.md without its notes for the graded suite."""
+    text = (handout.with_suffix("") / "SPEC.md").read_text(encoding="utf-8")
+    contract = (REPO / "docs" / "SPEC.md").read_text(encoding="utf-8")
+    assert contract.startswith(text.rstrip())
+    assert "## 7. `transformer_hw/charlm.py`" in text
+    assert "## Notes for the graded suite" in contract
+    assert "Notes for the graded suite" not in text
+    with zipfile.ZipFile(handout) as archive:
+        assert "handout/SPEC.md" in archive.namelist()
+
+
 def start_pytest(submission: Path, tests: str, cwd: Path, log: Path, *more: str) -> Run:
     """``pytest tests`` on ``submission``, run from ``cwd``."""
     command = [sys.executable, "-m", "pytest", tests, "-q", "-p", "no:cacheprovider"]
@@ -234,7 +247,7 @@ def test_planted_angles(hw):
 
 def copy_of_repo(tmp_path) -> Path:
     repo = tmp_path / "repo"
-    for name in ("solutions", "tests", "autograder", "data"):
+    for name in ("solutions", "tests", "autograder", "data", "docs"):
         shutil.copytree(
             REPO / name, repo / name, ignore=shutil.ignore_patterns("__pycache__")
         )
