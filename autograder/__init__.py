@@ -1,1 +1,1 @@
-"""The grading engine for the transformer_hw assignment (see AUTOGRADER.md)."""
+"""The grading engine for the transformer_hw assignment (its contract: docs/AUTOGRADER.md)."""

@@ -222,7 +222,7 @@ def gradebook_row(out: Path, name: str) -> dict[str, str | int] | None:
     )
 
 
-#: The columns AUTOGRADER.md fixes, then what went wrong with the submission, if anything.
+#: The columns docs/AUTOGRADER.md fixes, then what went wrong with the submission, if anything.
 GRADEBOOK_FIELDS = [
     "name",
     "score",
