@@ -103,7 +103,7 @@ def failure(name: str, reason: str) -> Graded:
 
 def run_isolated(root: Path, settings: Settings, scrub: list[str]) -> list[TestResult]:
     """Run the graded suite against ``root`` (which holds ``transformer_hw/``) in the sandbox;
-    forbidden calls are gated inside the suite (tests/conftest.py)."""
+    forbidden calls are gated inside the suite (autograder/plugin.py)."""
     if settings not in _SESSIONS:
         _SESSIONS[settings] = _new_session(settings)
     return _SESSIONS[settings].run(root, scrub)
@@ -150,7 +150,7 @@ class _ReadyOptimizers:
     def pytest_collection_finish(self, session):
         from autograder import template_client
 
-        # Every graded test's part is in PARTS: collection has checked it (tests/conftest.py).
+        # Every graded test's part is in PARTS: collection has checked it (autograder/plugin.py).
         if any(
             PARTS[m.args[0]].trains
             for item in session.items

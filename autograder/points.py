@@ -89,7 +89,7 @@ def check_uses(part: int, uses: tuple) -> str | None:
     return None
 
 
-#: How a test's message starts when its part is gated for a forbidden call (tests/conftest.py):
+#: How a test's message starts when its part is gated for a forbidden call (autograder/plugin.py):
 #: that is the part's own doing, whatever other parts the test runs.
 GATED = "forbidden call: "
 

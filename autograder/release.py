@@ -117,6 +117,7 @@ HANDOUT_FILES = (
     "autograder/runner.py",
     "autograder/executor.py",
     "autograder/forbidden.py",
+    "autograder/plugin.py",
     "autograder/points.py",
     "autograder/protocol.py",
     "tests/__init__.py",

@@ -1,4 +1,4 @@
-"""The graded suite's collection rules (``tests/conftest.py``), run on small suites of our own.
+"""The graded suite's collection rules (``autograder/plugin.py``), run on small suites of our own.
 
 Each suite is a copy of the plugin beside a ``graded/`` folder of made-up tests, run by pytest's
 own ``pytester``: points that do not add up to ``PARTS``, a test with two visibilities, a test

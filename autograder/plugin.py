@@ -1,0 +1,332 @@
+"""The graded suite's pytest plugin: options, grading markers, the ``hw`` fixture, and the
+forbidden-call gate. ``tests/conftest.py`` loads it (``pytest_plugins``); a suite without that
+conftest loads it with ``-p autograder.plugin``.
+
+Every graded test (in a folder named ``graded``, ``tests/graded`` here) carries ``@pytest.mark.points(n)``,
+``@pytest.mark.part(k)`` and exactly one of ``@pytest.mark.public`` / ``@pytest.mark.hidden``;
+collection fails otherwise, and also when a part's test points do not add up to its entry in
+``autograder.points.PARTS``. Tests reach student code only through ``hw`` (see
+``autograder.protocol``).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, is_hypothesis_test, seed, settings
+from hypothesis.internal.conjecture import providers
+from hypothesis.internal.reflection import function_digest
+
+from autograder.forbidden import RULES, Violation, by_part, scan_package
+from autograder.points import GATED, PACKAGE, PARTS, check_uses, part_of_file
+from autograder.protocol import InProcessSubmission, StudentError
+
+REPO = Path(__file__).resolve().parent.parent
+RECORDED = pytest.StashKey[dict]()
+#: A collected test's ``grading_marks``, read once.
+MARKS = pytest.StashKey[tuple[int, int, str] | None]()
+DEFAULT_SUBMISSION = next(
+    (REPO / name for name in ("solutions", "assignments") if (REPO / name).is_dir()),
+    REPO,
+)
+
+# Hypothesis mixes constants found in every imported local module into the examples it draws,
+# so the same test would draw other inputs under `pytest` than under `autograder grade`, and a
+# submission's own modules would steer its inputs. A grade may depend on neither. No public
+# setting turns the mixing off, so its private hook is emptied; pyproject.toml pins the release
+# that hook belongs to (tests/engine/test_hypothesis.py shows why).
+if not hasattr(providers, "_get_local_constants"):
+    raise ImportError(
+        "this hypothesis has no _get_local_constants: review autograder/plugin.py"
+    )
+providers._get_local_constants = lambda: providers.Constants()
+
+settings.register_profile(
+    "grading",
+    derandomize=True,
+    deadline=None,
+    database=None,
+    print_blob=False,
+    suppress_health_check=list(HealthCheck),
+    # No shrinking or explaining: a failing example is reported as found, quickly, and its
+    # report carries no source paths.
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+)
+settings.load_profile("grading")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("autograder")
+    group.addoption(
+        "--submission",
+        default=str(DEFAULT_SUBMISSION),
+        help="folder holding transformer_hw/ to grade (default: solutions/, in a student "
+        "handout assignments/)",
+    )
+    group.addoption(
+        "--device",
+        default="cpu",
+        help="cpu, cuda or auto (cuda when available); default cpu",
+    )
+    group.addoption(
+        "--record-answers",
+        metavar="FILE",
+        help="write what the oracles return to FILE (the handout's stored expected values; "
+        "`autograder release` runs this over the public tests)",
+    )
+    group.addoption(
+        "--isolate",
+        action="store_true",
+        help="run the student code in the sandboxed worker, as `autograder grade` does",
+    )
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "points(n): points a graded test is worth")
+    parts = ", ".join(map(str, PARTS))
+    config.addinivalue_line(
+        "markers", f"part(k): the SPEC.md part ({parts}) a graded test belongs to"
+    )
+    config.addinivalue_line("markers", "public: a graded test students see and run")
+    config.addinivalue_line("markers", "hidden: a graded test only the grader runs")
+    config.addinivalue_line(
+        "markers",
+        "uses(k, ...): later parts whose code a graded test also runs (autograder.points)",
+    )
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
+def pytest_sessionstart(session):
+    if session.config.getoption("--record-answers"):
+        from tests.graded import answers
+
+        session.config.stash[RECORDED] = {}
+        answers.record(session.config.stash[RECORDED])
+
+
+def pytest_sessionfinish(session):
+    path = session.config.getoption("--record-answers")
+    if path and RECORDED in session.config.stash:
+        from tests.graded import answers
+
+        answers.record(None)
+        answers.save(session.config.stash[RECORDED], Path(path))
+
+
+def grading_marks(item) -> tuple[int, int, str] | None:
+    """(points, part, visibility) of a graded test, or None for the engine's own tests."""
+    if graded_folder(Path(item.fspath)) is None:
+        return None
+    points, part = item.get_closest_marker("points"), item.get_closest_marker("part")
+    visibility = [v for v in ("public", "hidden") if item.get_closest_marker(v)]
+    if points is None or part is None or len(visibility) != 1:
+        raise pytest.UsageError(
+            f"{item.nodeid}: graded tests need points, part and one visibility"
+        )
+    if part.args[0] not in PARTS:
+        raise pytest.UsageError(
+            f"{item.nodeid}: part {part.args[0]} is not in autograder.points.PARTS"
+        )
+    uses = item.get_closest_marker("uses")
+    if uses is not None and (wrong := check_uses(part.args[0], uses.args)):
+        raise pytest.UsageError(f"{item.nodeid}: {wrong}")
+    return points.args[0], part.args[0], visibility[0]
+
+
+def graded_folder(path: Path) -> Path | None:
+    """The folder named ``graded`` that holds a test file directly, if one does."""
+    folder = path.resolve().parent
+    return folder if folder.name == "graded" else None
+
+
+def pytest_collection_modifyitems(session, config, items):
+    for item in items:
+        item.stash[MARKS] = grading_marks(item)
+        if is_hypothesis_test(test := getattr(item, "obj", None)):
+            _seed_once(test)
+    totals = dict.fromkeys(PARTS, 0)
+    graded = [marks for item in items if (marks := item.stash[MARKS])]
+    for points, part, _ in graded:
+        totals[part] += points
+    # Only the full suite (hidden tests included, nothing deselected) must add up to the table;
+    # a student handout carries the public tests alone.
+    folders = {graded_folder(Path(i.fspath)) for i in items} - {None}
+    whole_suite = {Path(i.fspath).name for i in items} >= {
+        p.name for folder in folders for p in folder.glob("test_*.py")
+    }
+    has_hidden = any(visibility == "hidden" for *_, visibility in graded)
+    selected = not config.option.keyword and not config.option.markexpr
+    if graded and whole_suite and has_hidden and selected:
+        wrong = {k: v for k, v in totals.items() if v != PARTS[k].points}
+        if wrong:
+            raise pytest.UsageError(
+                f"test points per part {wrong} differ from autograder.points"
+            )
+    # Every public test before every hidden one (the order within each kept): student code
+    # sees the hidden tests' inputs in its process, and must not be able to carry them into
+    # a public test's feedback, which the student reads before the hidden tests are shown.
+    items.sort(key=lambda item: (item.stash[MARKS] or (0, 0, ""))[2] == "hidden")
+
+
+def _seed_once(test) -> None:
+    """Give a property test the seed ``derandomize`` would derive, once per collection.
+
+    ``derandomize`` derives it from a digest of the test's source, read and tokenized again
+    on every run of the test (and the database key once more): about 75 ms per
+    submission in a grading process that runs the suite for submission after submission. The
+    same seed, fixed up front, draws the very same examples.
+    """
+    if getattr(test, "_hypothesis_internal_use_seed", None) is None:
+        digest = function_digest(test.hypothesis.inner_test)
+        seed(int.from_bytes(digest, "big"))(test)
+        test._hypothesis_internal_database_key = digest  # unused: no database
+
+
+@pytest.fixture(scope="session")
+def device(request) -> torch.device:
+    name = request.config.getoption("--device")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise pytest.UsageError("--device cuda, but torch sees no CUDA device")
+    return torch.device(name)
+
+
+@pytest.fixture(scope="session")
+def hw(request, device):
+    """The submission under test: the only way tests reach student code."""
+    root = Path(request.config.getoption("--submission")).resolve()
+    if not (root / PACKAGE).is_dir():
+        raise pytest.UsageError(f"--submission {root}: no {PACKAGE}/ folder there")
+    if request.config.getoption("--isolate"):
+        from autograder.sandbox import LIMITS_KEY, IsolatedSubmission
+
+        limits = request.config.stash.get(LIMITS_KEY, None)
+        submission = IsolatedSubmission(root, device, limits)
+    else:
+        submission = InProcessSubmission(root, device)
+    with submission:
+        gate = ForbiddenGate(submission)
+        request.config.stash[GATE] = gate
+        yield submission
+        gate.close(request.session)  # while the student's process still runs
+
+
+class ForbiddenGate:
+    """The one place forbidden calls cost points: a forbidden call gates every test of the part
+    whose file made it (SPEC.md), and earns nothing on its own.
+
+    Calls found by the static scan fail a part's tests before they run; calls seen at run time
+    (isolated runs) fail them as soon as they are seen, and at the end of the session every test
+    of that part that had passed before is reported failed too. At the end the watch is also
+    probed (``autograder.tripwire.probe``): when its calls do not come back, the watch was
+    switched off and every part with a forbidden list is gated.
+    """
+
+    def __init__(self, hw):
+        self.hw = hw
+        self.static = scan_package(hw.root / PACKAGE)
+        # Every call seen at run time, kept even if the student's process forgets it.
+        self.runtime: dict[tuple[str, int, str], Violation] = {}
+        self.tampered: str | None = None
+        self.passed: set[str] = set()  # graded tests that passed so far
+        self.probe_line = random.SystemRandom().randrange(10**6, 2 * 10**6)
+
+    def _refresh(self) -> None:
+        if not hasattr(self.hw, "runtime_violations"):
+            return  # in-process: no watch
+        from autograder.tripwire import probe_lines  # the grader's side only
+
+        probed = probe_lines(self.probe_line)
+        for v in self.hw.runtime_violations():
+            if v.line not in probed:
+                self.runtime.setdefault((v.file, v.line, v.call), v)
+
+    def reasons(self, part: int) -> list[str]:
+        """Why ``part`` is gated (empty when it is not)."""
+        self._refresh()
+        seen = {(v.file, v.line) for v in self.static}
+        runtime = [v for v in self.runtime.values() if (v.file, v.line) not in seen]
+        found = by_part([*self.static, *runtime]).get(part, [])
+        if self.tampered and part in GATED_PARTS:
+            found = [*found, self.tampered]
+        return found
+
+    def check(self, part: int) -> None:
+        if found := self.reasons(part):
+            pytest.fail(GATED + "; ".join(found), pytrace=False)
+
+    def close(self, session) -> None:
+        """Probe the watch, then fail the tests that passed in a part gated since."""
+        if hasattr(self.hw, "runtime_violations"):
+            self._probe()
+        for item in session.items:
+            marks = item.stash.get(MARKS, None)
+            if (
+                marks
+                and item.nodeid in self.passed
+                and (found := self.reasons(marks[1]))
+            ):
+                message = GATED + "; ".join(found)
+                call = pytest.CallInfo.from_call(
+                    lambda message=message: pytest.fail(message, pytrace=False), "call"
+                )
+                report = item.ihook.pytest_runtest_makereport(item=item, call=call)
+                item.ihook.pytest_runtest_logreport(report=report)
+
+    def _probe(self) -> None:
+        from autograder import tripwire  # the grader's side only (not in a handout)
+        from autograder.sandbox import BROKE_PROTOCOL
+
+        try:
+            self.hw.request("probe", None, None, self.probe_line)
+        except StudentError as exc:
+            broke = BROKE_PROTOCOL in exc.message  # a forged answer, not an exit
+            if exc.is_a(TimeoutError) or (exc.type_name == "ProcessExit" and not broke):
+                return  # out of time, or a module that ends the process: no verdict
+            missing = [f"the probe raised {exc.type_name}"]
+        else:
+            seen = [(v.file, v.line, v.call) for v in self.hw.runtime_violations()]
+            missing = tripwire.probe_failures(self.probe_line, seen)
+        if missing:
+            self.tampered = (
+                "the grader's watch for forbidden calls was switched off or rerouted in your "
+                f"code's process ({'; '.join(missing)}), so no part with forbidden calls can "
+                "be verified"
+            )
+
+
+GATE = pytest.StashKey[ForbiddenGate]()
+#: Parts whose files have a forbidden list: the parts a switched-off watch costs.
+GATED_PARTS = frozenset(part_of_file(f) for f in RULES)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Note which graded tests passed, for ``ForbiddenGate.close``."""
+    report = yield
+    gate = item.config.stash.get(GATE, None)
+    if gate is not None and report.failed:
+        gate.passed.discard(item.nodeid)
+    elif gate is not None and call.when == "call" and report.passed:
+        gate.passed.add(item.nodeid)
+    return report
+
+
+@pytest.fixture(autouse=True)
+def _forbidden_calls_gate(request):
+    """Every graded test: fail when its part is gated, before it runs and again after it
+    (a call made at run time is only seen once it happens)."""
+    marks = request.node.stash.get(MARKS, None)
+    if marks is None:
+        yield
+        return
+    request.getfixturevalue("hw")
+    gate = request.config.stash[GATE]
+    gate.check(marks[1])
+    yield
+    gate.check(marks[1])
