@@ -40,6 +40,9 @@ def cmd_grade(args: argparse.Namespace) -> int:
     if args.results and not args.single:
         console.print("[red]--results needs --single[/]")
         return 2
+    if args.shard and args.single:
+        console.print("[red]--shard slices a batch: not with --single[/]")
+        return 2
     if args.single:
         if len(args.paths) != 1:
             console.print("[red]--single grades one upload: give one path[/]")
@@ -51,13 +54,19 @@ def cmd_grade(args: argparse.Namespace) -> int:
         from autograder import intake
 
         found = grade.unique_names(intake.find([Path(p) for p in args.paths]))
+        batch = None
         problems = {}
         if not found:
             console.print(f"[red]no submissions found in {' '.join(args.paths)}[/]")
             return 2
+        if args.shard:
+            from autograder import shards
+
+            batch = [name for name, _ in found]
+            found = shards.owned(found, args.shard)
     # An upload that is itself the problem needs no device: "auto" would import torch (seconds)
     # only to say what to upload.
-    nothing_to_grade = len(problems) == len(found)
+    nothing_to_grade = len(problems) == len(found)  # also a shard that owns none
     settings = grade.Settings(
         device=args.device if nothing_to_grade else _device(args.device),
         call_timeout=args.timeout,
@@ -73,7 +82,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         hidden_visibility=args.hidden_visibility,
     )
     try:
-        failed = _grade_batch(console, out, found, problems, settings, args)
+        failed = _grade_batch(console, out, found, problems, settings, args, batch)
     except KeyboardInterrupt:
         console.print(
             "[yellow]interrupted: what was graded is kept; run again to go on[/]"
@@ -86,10 +95,11 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 
 def _grade_batch(
-    console, out: Path, found, problems: dict[str, str], settings, args
+    console, out: Path, found, problems: dict[str, str], settings, args, batch=None
 ) -> int:
     """Grade what changed since its last grade; write grades, gradebook and class report; the
-    number of submissions the grader failed on."""
+    number of submissions the grader failed on. With ``--shard``, ``found`` is the shard's
+    part of the names in ``batch``: its grades and manifest only, for ``merge``."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -102,6 +112,11 @@ def _grade_batch(
 
     console.print("[bold]protections in force:[/] " + "; ".join(boundary.protections()))
     suite = grade.suite_digest(settings)
+    names = [n for n, _ in found]
+    if args.shard:
+        from autograder import shards
+
+        shards.write_manifest(out, args.shard, suite, batch, names)
     digests, todo = {}, []
     for name, source in found:
         if name in problems:  # nothing to grade: the upload itself is the problem
@@ -118,7 +133,6 @@ def _grade_batch(
             digests[name] = {}
         if args.force or not report.is_current(out, name, digests[name]):
             todo.append((name, source))
-    names = [n for n, _ in found]
     if len(todo) < len(found) - len(problems):
         skipped = len(found) - len(problems) - len(todo)
         console.print(
@@ -145,20 +159,61 @@ def _grade_batch(
                         style="red",
                         markup=False,
                     )
-                report.write_gradebook(out, names)
+                if not args.shard:  # a shard's gradebook is merge's to write
+                    report.write_gradebook(out, names)
                 progress.update(
                     task, advance=1, description=safe_text.terminal_cell(name)
                 )
     finally:
-        rows = report.write_gradebook(out, names)
-        summary = classreport.summarize(out, names, rows)
-        classreport.write_report(out, summary)
+        if not args.shard:
+            rows = report.write_gradebook(out, names)
+            summary = classreport.summarize(out, names, rows)
+            classreport.write_report(out, summary)
+    if args.shard:
+        console.print(
+            f"shard {args.shard}: {len(names)} of the batch's {len(batch)} submissions, "
+            f"results in {out}/<name>/results.json; autograder merge makes the gradebook"
+        )
+        return failed
     console.print(classreport.summary_table(summary))
     console.print(
         f"results in {out}/<name>/results.json, gradebook in {out / report.GRADEBOOK}, "
         f"class report in {out / classreport.REPORT}"
     )
     return failed
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from autograder import classreport, report, shards
+
+    console = Console(file=sys.stdout)
+    out = Path(args.out)
+    try:
+        names = shards.merge([Path(f) for f in args.folders], out)
+    except shards.ShardError as exc:
+        console.print(f"autograder merge: {exc}", style="red", markup=False)
+        return 2
+    rows = report.write_gradebook(out, names)
+    summary = classreport.summarize(out, names, rows)
+    classreport.write_report(out, summary)
+    console.print(classreport.summary_table(summary))
+    console.print(
+        f"{len(args.folders)} shards merged: results in {out}/<name>/results.json, gradebook "
+        f"in {out / report.GRADEBOOK}, class report in {out / classreport.REPORT}"
+    )
+    return 0
+
+
+def _shard(text: str):
+    """``--shard I/N`` read as argparse reads a type (its message on a bad value)."""
+    from autograder import shards
+
+    try:
+        return shards.parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _copy_results(folder: Path, target: Path) -> None:
@@ -323,6 +378,24 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="with --single: also write its results.json to FILE (always, even on failure)",
     )
+
+    grade.add_argument(
+        "--shard",
+        metavar="I/N",
+        type=_shard,
+        help="grade only the I-th of N slices of the batch (by a hash of each name); "
+        "autograder merge joins the N folders (docs/sharding.md)",
+    )
+
+    merge = _command(
+        commands,
+        "merge",
+        cmd_merge,
+        "shards",
+        help="merge the folders of grade --shard 1/N ... N/N into one gradebook",
+    )
+    merge.add_argument("folders", nargs="+", help="the shards' --out folders")
+    merge.add_argument("--out", required=True, help="folder for the merged grades")
 
     check = _command(
         commands,
