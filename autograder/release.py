@@ -92,11 +92,14 @@ def stub_files(solutions: Path = SOLUTIONS) -> dict[str, str]:
 def write_assignments(
     out: Path = ASSIGNMENTS, solutions: Path = SOLUTIONS
 ) -> list[Path]:
-    """(Re)write the stubs; return the files written."""
+    """(Re)write the stubs that changed; return the files written. A stub that is current is
+    left alone, so a release of an unchanged reference changes nothing in the repository."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in stub_files(solutions).items():
         path = out / name
+        if path.is_file() and path.read_text(encoding="utf-8") == text:
+            continue
         path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
