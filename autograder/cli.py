@@ -43,6 +43,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     if args.shard and args.single:
         console.print("[red]--shard slices a batch: not with --single[/]")
         return 2
+    batch = None  # with --shard: the whole batch's names, of which found is a slice
     if args.single:
         if len(args.paths) != 1:
             console.print("[red]--single grades one upload: give one path[/]")
@@ -54,7 +55,6 @@ def cmd_grade(args: argparse.Namespace) -> int:
         from autograder import intake
 
         found = grade.unique_names(intake.find([Path(p) for p in args.paths]))
-        batch = None
         problems = {}
         if not found:
             console.print(f"[red]no submissions found in {' '.join(args.paths)}[/]")
