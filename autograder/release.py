@@ -350,7 +350,8 @@ def record_answers(path: Path, repo: Path = REPO) -> None:
     """Run the public tests against the reference and store what the oracles gave them."""
     command = [sys.executable, "-m", "pytest", "tests/graded", "-m", "public", "-q"]
     command += ["-p", "no:cacheprovider", "--submission", str(repo / "solutions")]
-    command += ["--record-answers", str(path)]
+    # The tests run in the repository: a handout folder given relative to here is made absolute.
+    command += ["--record-answers", str(path.resolve())]
     done = subprocess.run(
         command, cwd=repo, capture_output=True, text=True, check=False
     )
