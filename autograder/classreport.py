@@ -1,7 +1,9 @@
 """The class report: what a whole batch got wrong, as ``DIR/report.html`` and as a short table.
 
-Read back from the batch's ``results.json`` files and gradebook rows, so the report always agrees
-with the gradebook. The page is one file with its plots as inline SVG: it opens anywhere,
+Made from the findings each ``results.json`` carries (``autograder.findings``) and from the
+gradebook's rows, and never from feedback's wording: the terminal's table, the page and the
+gradebook's ``problems`` column say the same things about the same submissions. The terminal
+shows the first rows of each list and says how many more the page holds. The page is one file with its plots as inline SVG: it opens anywhere,
 offline, and can be mailed to the course staff as it is.
 """
 
@@ -20,21 +22,20 @@ from autograder import report, safe_text
 from autograder.points import PARTS, TOTAL_POINTS
 
 REPORT = "report.html"
-LIKELY = re.compile(r"Likely mistake:\s*(.+)")
-#: How a test's output says that the submission ran into one of the sandbox's limits.
-LIMITS = re.compile(r"Your code raised (TimeoutError|ProcessExit|MemoryError)")
-SHOWN = 10  # rows of each ranked list
+SHOWN = 10  # rows of each list in the terminal, the rest in the page
 
 
 @dataclass(frozen=True)
 class ClassSummary:
     rows: list[dict]  # the gradebook's rows
     not_graded: list[str]  # names in the batch without a grade
-    mistakes: list[tuple[str, list[str]]]  # diagnosis, who made it; most common first
+    # likely mistake, who made it (in any part); most common first
+    mistakes: list[tuple[str, list[str]]]
     failed_tests: list[
         tuple[str, int]
     ]  # test, how many submissions failed it; most first
-    troubles: list[tuple[str, str]]  # submission, what went wrong beyond its score
+    # submission, what went wrong beyond its score (its gradebook ``problems``)
+    troubles: list[tuple[str, str]]
 
     @property
     def scores(self) -> list[int]:
@@ -51,24 +52,16 @@ class ClassSummary:
 
 
 def summarize(out: Path, names: list[str], rows: list[dict]) -> ClassSummary:
-    """The summary of a batch from its gradebook rows and its ``results.json`` files."""
+    """The summary of a batch from its gradebook rows and the findings in its
+    ``results.json`` files."""
     made: dict[str, set[str]] = {}
     failed: Counter[str] = Counter()
-    troubles = []
     for row in rows:
         name = row["name"]
         results = json.loads((out / name / report.RESULTS).read_text(encoding="utf-8"))
-        limits = set()
-        for test in results["tests"]:
-            if test["status"] == "failed":
-                failed[test["name"]] += 1
-            for diagnosis in LIKELY.findall(test["output"]):
-                made.setdefault(diagnosis.strip().rstrip("."), set()).add(name)
-            limits.update(LIMITS.findall(test["output"]))
-        what = [f"hit a limit ({', '.join(sorted(limits))})"] if limits else []
-        what += [row["problems"]] if row["problems"] else []
-        if what:
-            troubles.append((name, "; ".join(what)))
+        failed.update(t["name"] for t in results["tests"] if t["status"] == "failed")
+        for _, diagnosis in report.read_findings(results).mistakes():
+            made.setdefault(diagnosis, set()).add(name)
     graded = {row["name"] for row in rows}
     mistakes = sorted(made.items(), key=lambda item: (-len(item[1]), item[0]))
     return ClassSummary(
@@ -76,7 +69,7 @@ def summarize(out: Path, names: list[str], rows: list[dict]) -> ClassSummary:
         not_graded=sorted(set(names) - graded),
         mistakes=[(d, sorted(who)) for d, who in mistakes],
         failed_tests=sorted(failed.items(), key=lambda item: (-item[1], item[0])),
-        troubles=troubles,
+        troubles=[(row["name"], row["problems"]) for row in rows if row["problems"]],
     )
 
 
@@ -107,20 +100,24 @@ def summary_table(summary: ClassSummary) -> Table:
             f"P{k} {summary.part_mean(k):.1f}/{p.points}" for k, p in PARTS.items()
         ),
     )
-    for diagnosis, who in summary.mistakes[:3]:
+    for diagnosis, who in summary.mistakes[:SHOWN]:
         table.add_row(
             f"likely mistake ({len(who)})",
             safe_text.terminal_cell(f"{diagnosis}: {_who(who)}"),
         )
-    for test, count in summary.failed_tests[:3]:
+    _more(table, "likely mistake", summary.mistakes)
+    for test, count in summary.failed_tests[:SHOWN]:
         table.add_row(f"failed by {count}", safe_text.terminal_cell(test))
-    for name, what in summary.troubles[:3]:
+    _more(table, "failed by", summary.failed_tests)
+    for name, what in summary.troubles[:SHOWN]:
         table.add_row("trouble", safe_text.terminal_cell(f"{name}: {what}"))
-    if len(summary.troubles) > 3:
-        table.add_row(
-            "trouble", f"... and {len(summary.troubles) - 3} more in {REPORT}"
-        )
+    _more(table, "trouble", summary.troubles)
     return table
+
+
+def _more(table: Table, label: str, rows: list) -> None:
+    if len(rows) > SHOWN:
+        table.add_row(label, f"... and {len(rows) - SHOWN} more in {REPORT}")
 
 
 # The page ------------------------------------------------------------------------------------
@@ -145,7 +142,7 @@ def report_html(summary: ClassSummary) -> str:
         for k, p in PARTS.items()
     ]
     mistakes = [(d, str(len(who)), ", ".join(who)) for d, who in summary.mistakes]
-    failed = [(t, str(n)) for t, n in summary.failed_tests[:SHOWN]]
+    failed = [(t, str(n)) for t, n in summary.failed_tests]
     book = [
         (
             r["name"],

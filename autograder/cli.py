@@ -100,15 +100,8 @@ def _grade_batch(
     """Grade what changed since its last grade; write grades, gradebook and class report; the
     number of submissions the grader failed on. With ``--shard``, ``found`` is the shard's
     part of the names in ``batch``: its grades and manifest only, for ``merge``."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
     from autograder import boundary, classreport, grade, report, safe_text
+    from autograder.progress import BatchProgress
 
     console.print("[bold]protections in force:[/] " + "; ".join(boundary.protections()))
     suite = grade.suite_digest(settings)
@@ -139,16 +132,11 @@ def _grade_batch(
             f"{skipped} unchanged since graded (same files, same suite): kept; --force regrades"
         )
     failed = 0
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
     try:
-        with Progress(*columns, console=console) as progress:
-            task = progress.add_task("grading", total=len(todo))
-            for name, graded in grade.grade_many(todo, settings, args.jobs):
+        with BatchProgress(console, len(todo)) as progress:
+            for name, graded in grade.grade_many(
+                todo, settings, args.jobs, progress.grading
+            ):
                 report.write_submission(
                     out, graded, settings.hidden_visibility, digests[name]
                 )
@@ -161,9 +149,7 @@ def _grade_batch(
                     )
                 if not args.shard:  # a shard's gradebook is merge's to write
                     report.write_gradebook(out, names)
-                progress.update(
-                    task, advance=1, description=safe_text.terminal_cell(name)
-                )
+                progress.finished(name, sum(report.part_scores(graded.tests).values()))
     finally:
         if not args.shard:
             rows = report.write_gradebook(out, names)

@@ -12,13 +12,19 @@ a ``Graded`` with ``failed`` set and the reason among its problems, and the batc
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import queue
 import re
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+import pytest
 
 from autograder import intake
 from autograder.points import PACKAGE, PARTS
@@ -64,7 +70,10 @@ class Settings:
 
 def grade_one(name: str, source: Path, settings: Settings) -> Graded:
     """Stage and grade one submission in this process; never raises for its sake."""
+    global _GRADING
     start = time.monotonic()
+    _GRADING = name
+    _report_progress(name, None)
     with tempfile.TemporaryDirectory(prefix="autograder-stage-") as tmp:
         try:
             staged = intake.stage(name, source, Path(tmp) / "submission")
@@ -135,7 +144,8 @@ def _new_session(settings: Settings) -> SuiteSession:
     args = ["--isolate", "--device", settings.device]
     if settings.keyword:
         args += ["-k", settings.keyword]
-    return SuiteSession(args, [sandbox.LimitsPlugin(limits), _ReadyOptimizers()])
+    plugins = [sandbox.LimitsPlugin(limits), _ReadyOptimizers(), _PartProgress()]
+    return SuiteSession(args, plugins)
 
 
 def _whole_suite(settings: Settings) -> bool:
@@ -157,6 +167,32 @@ class _ReadyOptimizers:
             if (m := item.get_closest_marker("part"))
         ):
             template_client.ready_optimizers()
+
+
+# What this process is grading ------------------------------------------------------------------
+
+#: Where this process reports progress (``grade_many``'s ``progress``), if anywhere.
+_PROGRESS: Callable[[str, int | None], None] | None = None
+_GRADING = ""  # the submission under way in this process
+
+
+def _report_progress(name: str, part: int | None) -> None:
+    if _PROGRESS is not None:
+        _PROGRESS(name, part)
+
+
+class _PartProgress:
+    """Reports the part of each test as it starts, once per part and submission."""
+
+    def __init__(self):
+        self._reported: tuple[str, int] | None = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        marker = item.get_closest_marker("part")
+        if marker is not None and (_GRADING, marker.args[0]) != self._reported:
+            self._reported = (_GRADING, marker.args[0])
+            _report_progress(*self._reported)
 
 
 def close_sessions(wait: bool = True) -> None:
@@ -289,6 +325,16 @@ def _candidates(folder: Path, depth: int) -> list[Path]:
 _SETTINGS: Settings | None = None
 
 
+def _init_pool_process(settings: Settings, updates) -> None:
+    """Ready a grading process of a pool that reports its progress into ``updates`` (a
+    ``multiprocessing.Queue``: ``put`` never blocks grading, and the process does not wait on
+    its reports at exit, also where another process died holding the queue's lock)."""
+    global _PROGRESS
+    updates.cancel_join_thread()
+    _PROGRESS = lambda name, part: updates.put((name, part))
+    _init_process(settings)
+
+
 def _init_process(settings: Settings) -> None:
     """Ready a grading process: the template first (it imports torch in a process of its own
     while this one goes on), then one torch thread here (the jobs share the cores)."""
@@ -320,28 +366,48 @@ def _grade_in_pool(name: str, source: str) -> Graded:
 _INTERRUPTED = False
 
 
-def grade_many(submissions: list[tuple[str, Path]], settings: Settings, jobs: int):
-    """Yield ``(name, Graded)`` as each submission finishes, one per submission, always."""
+def grade_many(
+    submissions: list[tuple[str, Path]],
+    settings: Settings,
+    jobs: int,
+    progress: Callable[[str, int | None], None] | None = None,
+):
+    """Yield ``(name, Graded)`` as each submission finishes, one per submission, always.
+    ``progress(name, part)`` is called, from another thread, as a submission starts (``part``
+    None) and as it reaches each part."""
+    global _PROGRESS
     if not submissions:  # all kept or refused: no sandbox (exit would await its start)
         return
     if jobs <= 1:
         _init_process(settings)
+        _PROGRESS = progress
         try:
             for name, source in submissions:
                 yield name, grade_one(name, source, settings)
         except BaseException:
             close_sessions(wait=False)  # Ctrl-C: not after the submission under way
             raise
+        finally:
+            _PROGRESS = None
         close_sessions()
         return
-    unfinished = yield from _in_pool(submissions, settings, jobs)
+    unfinished = yield from _in_pool(submissions, settings, jobs, progress)
     # A grading process died: grade the rest one process each, so only the culprit loses.
     for item in unfinished:
-        for name, _ in (yield from _in_pool([item], settings, 1)):
+        for name, _ in (yield from _in_pool([item], settings, 1, progress)):
             yield name, failure(name, "its grading process died")
 
 
-def _in_pool(submissions, settings: Settings, jobs: int):
+def _relay(updates, progress, stop: threading.Event) -> None:
+    """Pass the pool's progress reports on to ``progress`` until ``stop``."""
+    while not stop.is_set():
+        try:
+            progress(*updates.get(timeout=0.2))
+        except queue.Empty:
+            continue
+
+
+def _in_pool(submissions, settings: Settings, jobs: int, progress=None):
     """Grade in a pool of processes; the submissions left when the pool broke."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -359,7 +425,17 @@ def _in_pool(submissions, settings: Settings, jobs: int):
     else:
         context = multiprocessing.get_context("spawn")
     left = dict(submissions)
-    with ProcessPoolExecutor(jobs, context, _init_process, (settings,)) as pool:
+    updates, stop = context.Queue(), threading.Event()
+    relay = threading.Thread(
+        target=_relay, args=(updates, progress or (lambda *_: None), stop), daemon=True
+    )
+    relay.start()
+    with (
+        _stopping(stop),
+        ProcessPoolExecutor(
+            jobs, context, _init_pool_process, (settings, updates)
+        ) as pool,
+    ):
         futures = {pool.submit(_grade_in_pool, n, str(s)): n for n, s in submissions}
         try:
             for future in as_completed(futures):
@@ -377,3 +453,12 @@ def _in_pool(submissions, settings: Settings, jobs: int):
                 future.cancel()
             raise
     return list(left.items())
+
+
+@contextlib.contextmanager
+def _stopping(stop: threading.Event):
+    """Set ``stop`` on the way out, however the block ends."""
+    try:
+        yield
+    finally:
+        stop.set()

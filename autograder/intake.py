@@ -42,8 +42,8 @@ def find(paths: list[Path]) -> list[tuple[str, Path]]:
     """``(name, path)`` of every submission under ``paths``: each one, or each one in a batch.
 
     A folder is one submission when it holds the package or module files, or one package
-    anywhere down to ``MAX_DEPTH`` folders (only a batch holds several), or holds nothing but one folder or one zip (the name is then
-    the outer folder's, as Gradescope's ``submission/`` is); otherwise each sub-folder or zip
+    anywhere down to ``MAX_DEPTH`` folders (only a batch holds several), or holds nothing but
+    one folder or one zip (``_only_entry`` says whose it is); otherwise each sub-folder or zip
     that holds a submission is one. A folder given here that holds none at all is one
     submission too, so its owner is told what to upload.
     """
@@ -60,7 +60,7 @@ def find(paths: list[Path]) -> list[tuple[str, Path]]:
             inner = [c for c in entries if c.is_dir() or _is_zip(c)]
             with_package = [c for c in inner if _is_zip(c) or _package_dir(c)]
             if len(inner) == 1:
-                found.append((path.name, inner[0] if _is_zip(inner[0]) else path))
+                found.append(_only_entry(path, inner[0]))
             elif not any(map(_is_zip, inner)) and len(_module_folders(path)) == 1:
                 found.append((path.name, path))  # one package, deeper down
             elif with_package:
@@ -68,6 +68,24 @@ def find(paths: list[Path]) -> list[tuple[str, Path]]:
             else:
                 found.append((path.name, path))
     return _unique_names(found)
+
+
+def _only_entry(folder: Path, only: Path) -> tuple[str, Path]:
+    """``(name, path)`` of the submission in ``folder``, whose one folder or zip is ``only``.
+
+    A folder that holds the package or the module files at its top, or one zip alone, is one
+    student's, and ``folder`` is a batch of one: the student's name is the inner folder's. A
+    zip, or a folder deeper than that (``handout/assignments/transformer_hw``), is the upload's
+    own shape: the name is the outer folder's, as Gradescope's ``submission/`` is.
+    """
+    if _is_zip(only):
+        return folder.name, only
+    if _holds_modules(only):
+        return only.name, folder  # staged from the outer folder: the package one down
+    entries = [c for c in only.iterdir() if not c.name.startswith((".", "__"))]
+    if len(entries) == 1 and _is_zip(entries[0]):
+        return only.name, entries[0]
+    return folder.name, folder
 
 
 def stage(name: str, source: Path, into: Path) -> Staged:

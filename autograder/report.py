@@ -1,4 +1,5 @@
-"""Grades out: Gradescope's ``results.json``, a ``feedback.md`` for a person, the gradebook.
+"""Grades out: Gradescope's ``results.json``, ``feedback.md`` for the student, the instructor's
+file, the gradebook.
 
 Everything is written to a temporary file first and then renamed into place, so an interrupted
 batch never leaves a half-written file, and a file that exists is a finished grade. Grades are
@@ -6,7 +7,9 @@ private: files are written 0600 in folders of 0700. Nothing written depends on w
 grading ran (except ``execution_time``), so the same submission always gives the same bytes.
 
 What a student sees before the hidden tests are shown (the top-level ``output`` and the visible
-tests) is computed from the visible tests alone, so it cannot tell hidden outcomes apart.
+tests) is computed from the visible tests alone, so it cannot tell hidden outcomes apart. The
+same holds for ``feedback.md``: it is safe to send before the due date, and names no hidden
+test. ``instructor.md`` holds everything, hidden tests included.
 """
 
 from __future__ import annotations
@@ -18,12 +21,15 @@ import os
 import tempfile
 from pathlib import Path
 
-from autograder import safe_text
+from autograder import findings, safe_text
 from autograder.grade import Graded
 from autograder.points import PARTS, TOTAL_POINTS, fix_first
 from autograder.runner import TestResult
 
 RESULTS, FEEDBACK, GRADEBOOK = "results.json", "feedback.md", "gradebook.csv"
+INSTRUCTOR = "instructor.md"
+#: A submission's files, in the order they are written: ``results.json`` last marks it done.
+FILES = (FEEDBACK, INSTRUCTOR, RESULTS)
 VISIBILITY_WORDS = {
     "after_due_date": "after the due date",
     "after_published": "once grades are published",
@@ -74,13 +80,18 @@ def write_submission(
     hidden_visibility: str = "after_due_date",
     digests: dict[str, str] | None = None,
 ) -> str:
-    """``feedback.md`` then ``results.json`` (results last: it marks the grade finished); the
-    text of ``results.json``."""
+    """``feedback.md``, ``instructor.md``, then ``results.json`` (results last: it marks the
+    grade finished); the text of ``results.json``."""
     private_dir(out)
     private_dir(out / graded.name)
     results = results_json(graded, hidden_visibility, digests or {})
-    atomic_write(out / graded.name / FEEDBACK, feedback_md(graded))
-    atomic_write(out / graded.name / RESULTS, results)
+    texts = {
+        FEEDBACK: feedback_md(graded, hidden_visibility),
+        INSTRUCTOR: instructor_md(graded),
+        RESULTS: results,
+    }
+    for file in FILES:
+        atomic_write(out / graded.name / file, texts[file])
     return results
 
 
@@ -98,9 +109,11 @@ def results_json(
 ) -> str:
     """Gradescope's schema. ``output`` counts the visible tests only; ``score`` counts them
     all (it is the gradebook's score; Gradescope keeps it from students while a test is
-    hidden)."""
+    hidden). ``extra_data`` carries the findings of every test (``findings``): what the
+    gradebook, the class summary and the class report say."""
     if hidden_visibility not in VISIBILITY_WORDS:
         raise ValueError(f"hidden tests cannot be {hidden_visibility!r}")
+    problems = [safe_text.one_line(p) for p in graded.problems]
     numbers = _numbers(graded.tests)
     tests = [
         {
@@ -123,7 +136,8 @@ def results_json(
         "tests": tests,
         "extra_data": {
             **(digests or {}),
-            "problems": [safe_text.one_line(p) for p in graded.problems],
+            "problems": problems,
+            "findings": findings.find(graded.tests, problems).to_json(),
             "grader_failed": graded.failed,
             "grader_events": [safe_text.one_line(e) for e in graded.grader_events],
         },
@@ -161,25 +175,55 @@ def _numbers(tests: list[TestResult]) -> dict[str, str]:
     return numbers
 
 
-def feedback_md(graded: Graded) -> str:
-    """The grade for a person, in Markdown: the submission's name in a code span, each
+def feedback_md(graded: Graded, hidden_visibility: str | None = None) -> str:
+    """The grade for a person, in Markdown. With ``hidden_visibility``, what the student may
+    see now (``feedback.md``): the visible tests only, the hidden ones counted in points and
+    never named, so that it can be sent before they are shown; without, everything (the
+    instructor's file, nbgrader's feedback). The submission's name is in a code span, each
     problem on its one line, each failure's message in a fenced block, so no text of the
     student's can start a heading of its own."""
-    scores = part_scores(graded.tests)
-    lines = [
-        f"# Feedback for {safe_text.md_code_span(graded.name)}",
-        "",
-        f"**Score: {sum(scores.values())}/{TOTAL_POINTS}**",
-    ]
+    return _grade_md(graded, hidden_visibility, [])
+
+
+#: What the instructor's file says of itself, under its title.
+INSTRUCTOR_NOTE = (
+    f"For the course staff: every test, hidden ones included. {FEEDBACK} beside it is what "
+    "the student may see now; send this file only once the hidden tests are shown."
+)
+
+
+def instructor_md(graded: Graded) -> str:
+    """Everything about the grade, hidden tests included (``instructor.md``)."""
+    return _grade_md(graded, None, ["", INSTRUCTOR_NOTE])
+
+
+def _grade_md(graded: Graded, hidden_visibility: str | None, note: list[str]) -> str:
+    student_view = hidden_visibility is not None
+    shown = [t for t in graded.tests if not (student_view and t.hidden)]
+    scores = part_scores(shown)
+    lines = [f"# Feedback for {safe_text.md_code_span(graded.name)}", *note, ""]
+    if student_view:
+        lines.append(
+            f"**Visible tests: {sum(scores.values())}/{sum(t.points for t in shown)}**"
+        )
+        hidden = sum(t.points for t in graded.tests if t.hidden)
+        if hidden:
+            when = VISIBILITY_WORDS[hidden_visibility]
+            lines += ["", f"The hidden tests ({hidden} points) are shown {when}."]
+    else:
+        lines.append(f"**Score: {sum(scores.values())}/{TOTAL_POINTS}**")
+    lines += ["", "## Summary", ""]
+    lines += _summary_lines(findings.find(shown, graded.problems), student_view)
     if graded.problems:
         lines += ["", "## Problems with the submission", ""]
         lines += [f"- {safe_text.one_line(p)}" for p in graded.problems]
-    first = fix_first(graded.tests)
+    first = fix_first(shown)
     for k, part in PARTS.items():
-        tests = [t for t in graded.tests if t.part == k]
-        lines += ["", f"## Part {k}: {part.title} ({scores[k]}/{part.points})", ""]
+        tests = [t for t in shown if t.part == k]
+        points = sum(t.points for t in tests) if student_view else part.points
+        lines += ["", f"## Part {k}: {part.title} ({scores[k]}/{points})", ""]
         weak = first.get(k)
-        if scores[k] < part.points and weak:
+        if scores[k] < points and weak:
             listed = ", ".join(str(j) for j in weak)
             lines += [
                 f"This part builds on your part(s) {listed}, which lost points: fix those first.",
@@ -194,6 +238,22 @@ def feedback_md(graded: Graded) -> str:
             if t.message:
                 lines += ["", _in_list_item(safe_text.md_fence(t.message)), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _summary_lines(found: findings.Findings, student_view: bool) -> list[str]:
+    """Points per part, and each failing part's first failure with its likely mistake."""
+    of = " on the visible tests" if student_view else ""
+    lines = []
+    for p in found.parts:
+        line = f"- Part {p.part} ({PARTS[p.part].title}): {p.score}/{p.max_score}{of}"
+        if p.first_failure:
+            line += f"; first failure {safe_text.md_code_span(p.first_failure)}"
+            raised = safe_text.md_code_span(p.error) if p.error else ""
+            line += f" (your code raised {raised})" if raised else ""
+        if p.diagnosis:
+            line += f"; likely mistake: {safe_text.md_code_span(p.diagnosis)}"
+        lines.append(line)
+    return lines or ["- No test ran."]
 
 
 def _in_list_item(block: str) -> str:
@@ -214,12 +274,17 @@ def gradebook_row(out: Path, name: str) -> dict[str, str | int] | None:
             "score": results["score"],
             "max_score": results["max_score"],
         }
-        problems = results.get("extra_data", {}).get("problems", [])
+        troubles = read_findings(results).troubles()
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return (
-        row | {f"part{k}": parts[k] for k in PARTS} | {"problems": "; ".join(problems)}
+        row | {f"part{k}": parts[k] for k in PARTS} | {"problems": "; ".join(troubles)}
     )
+
+
+def read_findings(results: dict) -> findings.Findings:
+    """The findings a ``results.json`` carries (``results_json``)."""
+    return findings.Findings.from_json(results["extra_data"]["findings"])
 
 
 #: The columns docs/AUTOGRADER.md fixes, then what went wrong with the submission, if anything.

@@ -48,6 +48,10 @@ class TestResult:
     skipped: bool = False
     # Other parts the test needs beyond its own part's (its uses marker).
     uses: tuple[int, ...] = ()
+    # The suite's "Likely mistake" for this failure, if it named one.
+    diagnosis: str = ""
+    # What the student's code raised in this failure (TimeoutError, ProcessExit, ...), if it did.
+    error: str = ""
 
 
 class Collector:
@@ -109,6 +113,7 @@ class Collector:
         hidden = item.get_closest_marker("hidden") is not None
         passed = not report.failed and not report.skipped
         message = "" if passed else self._message(call, report, hidden)
+        exc = None if passed or call.excinfo is None else call.excinfo.value
         name = item.nodeid.rpartition("::")[2]
         uses = item.get_closest_marker("uses")
         self.results[item.nodeid] = TestResult(
@@ -121,6 +126,8 @@ class Collector:
             message,
             skipped=report.skipped,
             uses=tuple(uses.args) if uses else (),
+            diagnosis=self.clean(diagnosis(exc)) if exc is not None else "",
+            error=student_error(exc) if exc is not None else "",
         )
         return report
 
@@ -175,6 +182,52 @@ def explain(exc: BaseException, hidden: bool) -> str:
             f"again: {type(exc).__name__})"
         )
     return f"the test could not use your result: {type(exc).__name__}: {exc}"
+
+
+#: How the graded suite introduces a diagnosis (tests/graded/compare.py).
+LIKELY = "Likely mistake:"
+
+
+def diagnosis(exc: BaseException) -> str:
+    """The suite's diagnosis of a failure: the text after its last ``Likely mistake:`` line.
+    Only the suite's own words count: the message of what the student's code raised, which
+    the suite may quote, is left out first (a student may raise "Likely mistake: ...")."""
+    inner = getattr(exc, "exceptions", None)
+    if isinstance(inner, (list, tuple)) and len(inner) == 1:
+        return diagnosis(inner[0])
+    text = exc.msg if isinstance(exc, pytest.fail.Exception) else str(exc)
+    raised = _raised(exc)
+    if raised is not None:
+        text = text.replace(str(raised), "").replace(raised.message, "")
+    lines = [line for line in text.splitlines() if line.startswith(LIKELY)]
+    return lines[-1][len(LIKELY) :].strip().rstrip(".") if lines else ""
+
+
+def student_error(exc: BaseException) -> str:
+    """The kind of what the student's code raised behind a failure (``TimeoutError`` when a
+    call ran out of time), found also where the suite wrapped it in a message of its own."""
+    raised = _raised(exc)
+    return raised.type_name if raised is not None else ""
+
+
+def _raised(exc: BaseException):
+    """The ``StudentError`` behind ``exc``: itself, its cause or context, or an exception
+    group's member; None when the student's code raised nothing."""
+    from autograder.protocol import StudentError
+
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        current = todo.pop(0)
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, StudentError):
+            return current
+        inner = getattr(current, "exceptions", None)
+        todo += [*inner] if isinstance(inner, (list, tuple)) else []
+        todo += [current.__cause__, current.__context__]
+    return None
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n(?: {4}(.*)\n)?')

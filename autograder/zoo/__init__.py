@@ -2,8 +2,8 @@
 
 A mutant passes the check when it loses points in the part it breaks; every part that does not
 build on that part keeps full marks (partial credit is precise); the broken part's feedback, in
-``feedback.md`` and in ``results.json``, carries the mutant's diagnosis; and every other part
-that loses points says which part to fix first. The reference, graded in the same batch, keeps
+the instructor's file (every test, hidden ones included) and in ``results.json``, carries the
+mutant's diagnosis; and every other part that loses points says which part to fix first. The reference, graded in the same batch, keeps
 full marks.
 """
 
@@ -44,7 +44,7 @@ def judge(mutant: Mutant, out: Path) -> Verdict:
     results = json.loads(
         (out / mutant.name / report.RESULTS).read_text(encoding="utf-8")
     )
-    feedback = (out / mutant.name / report.FEEDBACK).read_text(encoding="utf-8")
+    feedback = (out / mutant.name / report.INSTRUCTOR).read_text(encoding="utf-8")
     row = report.gradebook_row(out, mutant.name)
     lost = {k: PARTS[k].points - row[f"part{k}"] for k in PARTS}
     may_lose = {mutant.part} | {k for k in PARTS if mutant.part in builds_on(k)}
@@ -70,7 +70,8 @@ def judge(mutant: Mutant, out: Path) -> Verdict:
         )
     if not diagnosis.search(_section(feedback, mutant.part)):
         problems.append(
-            f"feedback.md of part {mutant.part} lacks the diagnosis {mutant.diagnosis!r}"
+            f"{report.INSTRUCTOR} of part {mutant.part} lacks the diagnosis "
+            f"{mutant.diagnosis!r}"
         )
     for k in sorted(may_lose - {mutant.part}):
         pointer = re.search(
@@ -84,7 +85,7 @@ def judge(mutant: Mutant, out: Path) -> Verdict:
 
 
 def _section(feedback: str, part: int) -> str:
-    """The text of one part's section of ``feedback.md``."""
+    """The text of one part's section of a grade's Markdown (``report.feedback_md``)."""
     match = re.search(
         rf"^## Part {part}:.*?(?=^## |\Z)", feedback, re.MULTILINE | re.DOTALL
     )

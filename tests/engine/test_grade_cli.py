@@ -129,14 +129,19 @@ def test_class_report_agrees_with_the_gradebook(graded_batch):
     for k, part in PARTS.items():
         mean = sum(int(r[f"part{k}"]) for r in rows.values()) / len(rows)
         assert means[f"Part {k}: {part.title}"] == f"{mean:.1f}"
-    # Each diagnosis in the batch's results, with exactly the submissions that got it.
+    # Each part's likely mistake (the first its failures name), with exactly the submissions
+    # that made it: one wording per mistake and submission, however many tests name it.
     made: dict[str, set[str]] = {}
     for name in rows:
+        named: dict[str, str] = {}
         for test in results_of(out, name)["tests"]:
+            part = test["name"].split(":")[0]
             for line in test["output"].splitlines():
-                if "Likely mistake:" in line:
+                if line.strip().startswith("Likely mistake:"):
                     diagnosis = line.split("Likely mistake:")[1].strip().rstrip(".")
-                    made.setdefault(diagnosis, set()).add(name)
+                    named.setdefault(part, diagnosis)
+        for diagnosis in named.values():
+            made.setdefault(diagnosis, set()).add(name)
     assert len(made) >= 2  # the half-split RoPE example and the mutant
     listed = {d: (int(n), set(who.split(", "))) for d, n, who in tables["mistakes"][1:]}
     assert listed == {d: (len(who), who) for d, who in made.items()}

@@ -278,6 +278,29 @@ def test_the_example_broken_archive_is_reported(tmp_path):
     shutil.rmtree(tmp_path)
 
 
+@pytest.mark.parametrize(
+    "files",
+    [
+        {f"{PACKAGE}/attention.py": b"x = 1\n"},
+        {"attention.py": b"x = 1\n"},
+    ],
+)
+def test_a_batch_folder_of_one_student_grades_that_student(tmp_path, files):
+    batch = tmp_path / "batch"
+    write_tree(batch / "bob", files)
+    [(name, source)] = intake.find([batch])
+    assert name == "bob"
+    staged = intake.stage(name, source, tmp_path / "staged")
+    assert staged_text(staged, "attention") == "x = 1\n"
+
+
+def test_a_batch_folder_of_one_students_zip_grades_that_student(tmp_path):
+    student = tmp_path / "batch" / "bob"
+    student.mkdir(parents=True)
+    write_zip(student / "hw.zip", {"attention.py": b"x = 1\n"})
+    assert intake.find([tmp_path / "batch"]) == [("bob", student / "hw.zip")]
+
+
 def test_a_folder_holding_one_zip_is_that_submission(tmp_path):
     upload = tmp_path / "submission"
     upload.mkdir()
