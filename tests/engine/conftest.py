@@ -74,6 +74,7 @@ LONGEST_FIRST = (
     "test_zoo.py",
     "test_nbgrader.py",
     "test_release.py",
+    "test_readme.py",
     "test_adversarial.py",
 )
 
