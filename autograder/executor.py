@@ -131,6 +131,8 @@ class Executor:
             return self._checked(target, name, args, kwargs)
         if op == "gradients":
             return self._gradients(target, name, args, kwargs)
+        if op == "elsewhere":
+            return self._elsewhere(target, name, args, kwargs)
         if op == "default_dtype":
             dtype, *args = args
             saved = torch.get_default_dtype()
@@ -193,6 +195,27 @@ class Executor:
             given_kwargs,
         )
         return value, [t for _, t in tensors_in(given_args, given_kwargs)]
+
+    def _elsewhere(self, target, name, args, kwargs):
+        """A request (its kind the first argument: ``call``, ``new``, ``method`` or
+        ``getattr``) with every tensor argument on a second device (unless the second argument
+        is false: a model there, its data on the CPU) (``autograder.second_device``:
+        ``meta``, with values), and ``device=`` that device making tensors there;
+        ``(result, devices)``, the device type of each tensor of the result by label.
+
+        SPEC.md: every function works on any device and returns tensors on the input's device
+        (the model's). On a machine without a GPU only this shows a tensor made on the CPU.
+        """
+        from autograder import second_device
+
+        kind, move, *args = args
+        if kind not in ("call", "new", "method", "getattr"):
+            raise ValueError(f"unknown request {kind!r} on the second device")
+        if move:
+            args, kwargs = second_device.moved(args), second_device.moved(kwargs)
+        with second_device.active():
+            value = self._dispatch(kind, target, name, args, kwargs)
+        return second_device.brought_back(value)
 
     def _gradients(self, target, name, args, kwargs):
         """Call (``method`` with a target) with every floating-point tensor argument made a

@@ -21,6 +21,7 @@ request         meaning                                            example
 ``checked``     a call or method with non-contiguous tensor        ``hw.checked_call(name, x)``
                 arguments; also names the arguments it modified
 ``forwards``    a call that records a module's forward passes      ``hw.forwards_during(m, name)``
+``elsewhere``   a request with its tensors on a second device      ``hw.on_second_device(name, x)``
 ==============  =================================================  ==========================
 
 Names are ``"<module>.<attribute>"`` inside ``transformer_hw``; ``new`` also accepts
@@ -120,6 +121,14 @@ class Handle:
             kwargs,
         )
 
+    def on_second_device(self, method: str, *args, move: bool = True, **kwargs):
+        """``call`` on the second device (see ``Submission.on_second_device``)."""
+        return self._submission.elsewhere("method", self, method, move, args, kwargs)
+
+    def attr_on_second_device(self, name: str):
+        """``attr`` with the device of each tensor read: ``(value, devices)``."""
+        return self._submission.elsewhere("getattr", self, name, False, (), {})
+
     def load_state(self, state: dict[str, torch.Tensor]) -> None:
         self._submission.request("load_state", self, None, state)
 
@@ -196,6 +205,30 @@ class Submission:
         if not (isinstance(passes, list) and all(map(_is_forward_pass, passes))):
             raise _broken("forward passes")
         return value, passes
+
+    def on_second_device(self, name: str, *args, move: bool = True, **kwargs):
+        """``call(name, ...)`` with every tensor argument on a second device, where
+        ``device=SECOND_DEVICE`` makes tensors too (``autograder.second_device``: the ``meta``
+        device, with values, so it runs on a machine without a GPU). Returns ``(result,
+        devices)``: the result with its tensors' values (on this side's device), and
+        ``(label, device type)`` of each of its tensors (``result``, ``result[0]``, ...).
+        A tensor made on the CPU and mixed with the second device's raises, as on a GPU.
+        ``move=False`` leaves the arguments where they are: a model moved there earlier
+        (``handle.on_second_device("to", SECOND_DEVICE)``) given data on the CPU."""
+        return self.elsewhere("call", None, name, move, args, kwargs)
+
+    def new_on_second_device(self, name: str, *args, **kwargs):
+        """``new(name, ...)`` as ``on_second_device`` runs a call: ``(handle, devices)``."""
+        built, devices = self.elsewhere("new", None, name, True, args, kwargs)
+        return _constructed(name, built), devices
+
+    def elsewhere(self, kind: str, target, name: str, move: bool, args, kwargs):
+        value, devices = self.request(
+            "elsewhere", target, name, kind, move, *args, **kwargs
+        )
+        if not (isinstance(devices, list) and all(_typed_pair(d) for d in devices)):
+            raise _broken("devices")
+        return value, devices
 
     def seed(self, seed: int) -> None:
         self.request("seed", None, None, seed)
@@ -335,6 +368,16 @@ def gradients_of(answer, args, kwargs) -> dict:
     ):
         raise _broken("gradients")
     return answer
+
+
+#: The device ``on_second_device`` puts tensors on (``autograder.second_device.SECOND``).
+SECOND_DEVICE = torch.device("meta")
+
+
+def _typed_pair(pair) -> bool:
+    return (
+        isinstance(pair, tuple) and len(pair) == 2 and all(type(p) is str for p in pair)
+    )
 
 
 def _is_forward_pass(record) -> bool:

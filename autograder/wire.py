@@ -50,6 +50,8 @@ DTYPES = {
 }
 _NAMES = {dtype: name for name, dtype in DTYPES.items()}
 DEVICE_TYPES = ("cpu", "cuda")
+#: A device as a value may also be the second device of ``autograder.second_device``.
+DEVICE_VALUE_TYPES = (*DEVICE_TYPES, "meta")
 #: The NumPy dtype of each torch dtype with one of the same bytes. Tensors go through NumPy:
 #: a NumPy call costs a fraction of a torch call, and every request and reply carries tensors.
 #: bfloat16 (NumPy has none) goes through torch alone; bool is not a plain view of its bytes
@@ -214,7 +216,7 @@ def _decode(node, payload, cursor, device, depth):
             dev = torch.device(body)
         except RuntimeError:
             raise WireError(f"bad device {body!r}") from None
-        if dev.type not in DEVICE_TYPES:
+        if dev.type not in DEVICE_VALUE_TYPES:
             raise WireError(f"bad device {body!r}")
         return dev
     if (

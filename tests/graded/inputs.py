@@ -1,8 +1,14 @@
-"""SPEC.md's rules for inputs: never modified in place, and accepted contiguous or not.
+"""SPEC.md's rules for inputs: never modified in place, accepted contiguous or not, and on
+any device.
 
 ``hw.checked_call`` (and ``handle.checked_call``) hands every tensor argument to the student
 code as a copy with gaps in memory, as a slice ``logits[:, :-1]`` has, and reports which
 arguments the call changed. ``checked`` turns both into failures that name the mistake.
+
+``hw.on_second_device`` (and ``handle.on_second_device``) runs a call with its tensors on a
+second device, which a machine without a GPU has too (``autograder.second_device``), and says
+where each tensor of the result is. ``on_second_device`` turns a tensor left on the CPU, or
+one mixed with the second device's, into a failure that names the mistake.
 """
 
 from __future__ import annotations
@@ -18,6 +24,39 @@ IN_PLACE = (
     "an in-place operation on an argument (`x -= ...`, `x[...] = ...`, `x.add_(...)`): "
     "work on a new tensor (`x = x - ...`)"
 )
+
+
+MADE_ON_CPU = (
+    "a tensor made on the CPU: torch.arange/zeros/ones/full/tensor(...) without device= "
+    "stays there; pass the input's device (device=x.device), or use x.new_zeros(...), "
+    "torch.zeros_like(x) or .to(x.device)"
+)
+SECOND = "meta"  # what the second device is called in the feedback
+
+
+def on_second_device(what: str, run, *args, mistake: str = MADE_ON_CPU, **kwargs):
+    """``run(*args, **kwargs)`` (an ``on_second_device`` request): its result (values on the
+    CPU), once the call ran there and every tensor of it came back on the second device.
+    ``mistake``: the likely mistake when it did not."""
+    try:
+        value, devices = run(*args, **kwargs)
+    except StudentError as err:
+        if err.is_a(NotImplementedError) or err.is_a(ImportError):
+            raise AssertionError(f"{what} raised {err}") from None
+        hint = f"\n{LIKELY} {mistake}" if "device" in err.message else ""
+        raise AssertionError(
+            f"{what} with its tensors on a second device ({SECOND}, as a GPU would be) "
+            f"raised {err}; SPEC.md: every function works on any device{hint}"
+        ) from None
+    elsewhere = [
+        f"{label} is on {device}" for label, device in devices if device != SECOND
+    ]
+    if elsewhere:
+        raise AssertionError(
+            f"{what} with its tensors on a second device ({SECOND}): {', '.join(elsewhere)}; "
+            f"SPEC.md: results are on the input's device\n{LIKELY} {mistake}"
+        )
+    return value
 
 
 def checked(what: str, run, *args, raises: str = "", **kwargs):

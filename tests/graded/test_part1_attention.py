@@ -31,7 +31,7 @@ from tests.graded.compare import (
     is_close,
 )
 from tests.graded.expect import assert_names
-from tests.graded.inputs import checked
+from tests.graded.inputs import checked, on_second_device
 from tests.graded.mistakes import AFTER
 from tests.graded.strategies import examples, randint, randn, seeds, sizes
 
@@ -345,7 +345,9 @@ MASK_3x5 = [
 @pytest.mark.points(2)
 @pytest.mark.public
 def test_scaled_dot_product_attention_matches_torch(hw):
-    """Batch 2, Tq=3 != Tk=5, d_k=4 != d_v=6, a (Tq, Tk) bool mask broadcast over the batch."""
+    """Batch 2, Tq=3 != Tk=5, d_k=4 != d_v=6, a (Tq, Tk) bool mask broadcast over the batch;
+    also with every tensor on a second device, a bool and a float mask (SPEC.md: every
+    function works on any device and returns tensors on the input's device)."""
     q = randn(2, 3, 4, seed=21)  # (B, Tq, d_k)
     k = randn(2, 5, 4, seed=22)  # (B, Tk, d_k)
     v = randn(2, 5, 6, seed=23)  # (B, Tk, d_v)
@@ -353,6 +355,15 @@ def test_scaled_dot_product_attention_matches_torch(hw):
     for dtype in (torch.float64, torch.float32):
         check_attention(hw, q, k, v, dtype=dtype, what=f" ({dtype}, no mask)")
         check_attention(hw, q, k, v, mask, dtype=dtype, what=f" ({dtype}, bool mask)")
+    float_mask = torch.zeros(3, 5, dtype=torch.float64).masked_fill(mask, -INF)
+    for kind, m in (("bool", mask), ("float", float_mask)):
+        what = f"attention with a {kind} mask on a second device"
+        out, weights = on_second_device(
+            what, hw.on_second_device, SDPA, q, k, v, mask=m
+        )
+        want_out, want_weights = sdpa_oracle(q, k, v, mask)
+        assert_close(weights, want_weights, f"weights of {what}")
+        assert_close(out, want_out, f"output of {what}")
 
 
 @pytest.mark.points(1)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from hypothesis import given
 
-from autograder.protocol import expect_student_error
+from autograder.protocol import SECOND_DEVICE, expect_student_error
 from tests.graded.answers import (
     attention_mask_oracle,
     attention_mask_suspects,
@@ -20,7 +20,7 @@ from tests.graded.answers import (
 )
 from tests.graded.compare import assert_exact
 from tests.graded.expect import assert_names
-from tests.graded.inputs import checked
+from tests.graded.inputs import checked, on_second_device
 from tests.graded.strategies import examples, sizes
 
 pytestmark = pytest.mark.part(2)
@@ -28,6 +28,10 @@ pytestmark = pytest.mark.part(2)
 CAUSAL = "masks.causal_mask"
 PADDING = "masks.padding_mask"
 ATTENTION = "masks.attention_mask"
+MASK_ON_CPU = (
+    "a mask made on the CPU: torch.arange(...) without device= (causal_mask's device, "
+    "or the lengths' device for padding_mask and attention_mask)"
+)
 
 
 # causal_mask -------------------------------------------------------------------------------
@@ -71,11 +75,27 @@ def test_causal_mask_any_sizes(hw, t_q, extra):
 
 
 @pytest.mark.points(1)
-@pytest.mark.hidden
+@pytest.mark.public
 def test_causal_mask_device_and_dtype(hw):
-    """``device=`` is honoured and the mask is bool (square and offset)."""
+    """``device=`` is honoured and the mask is bool (square and offset), on the device under
+    test and on a second one (SPEC.md: every function works on any device; part 2:
+    ``causal_mask(..., device=None)``)."""
     for t_q, t_k in ((3, None), (2, 5)):
         assert_causal(hw, t_q, t_k, device=hw.device)
+        what = f"causal_mask({t_q}, {t_k}, device={SECOND_DEVICE})"
+        assert_exact(
+            on_second_device(
+                what,
+                hw.on_second_device,
+                CAUSAL,
+                t_q,
+                t_k,
+                device=SECOND_DEVICE,
+                mistake=MASK_ON_CPU,
+            ),
+            future(t_q, t_k or t_q),
+            what,
+        )
 
 
 @pytest.mark.points(1)
@@ -93,7 +113,8 @@ def test_causal_mask_errors(hw):
 @pytest.mark.points(1)
 @pytest.mark.public
 def test_padding_mask_from_tensor(hw):
-    """A LongTensor of lengths: True at positions >= lengths[b], on the lengths' device."""
+    """A LongTensor of lengths: True at positions >= lengths[b], on the lengths' device
+    (SPEC.md part 2: "output on lengths' device"; on a second device too)."""
     lengths, t = [3, 1, 5], 5
     got = hw.call(PADDING, torch.tensor(lengths, device=hw.device), t)
     assert_exact(
@@ -102,6 +123,16 @@ def test_padding_mask_from_tensor(hw):
         f"padding_mask({lengths}, {t})",
         likely=padding_suspects(lengths, t, device=hw.device),
     )
+    what = f"padding_mask({lengths}, {t}) with lengths on a second device"
+    got = on_second_device(
+        what,
+        hw.on_second_device,
+        PADDING,
+        torch.tensor(lengths),
+        t,
+        mistake=MASK_ON_CPU,
+    )
+    assert_exact(got, padded(lengths, t), what)
 
 
 @pytest.mark.points(1)
@@ -152,7 +183,8 @@ def test_padding_mask_errors(hw):
 @pytest.mark.points(1)
 @pytest.mark.public
 def test_attention_mask_causal(hw):
-    """(B, 1, t, t): key padding OR the causal mask."""
+    """(B, 1, t, t): key padding OR the causal mask, also with the lengths on a second
+    device (SPEC.md: every function works on any device)."""
     lengths, t = [4, 2], 4
     got = hw.call(ATTENTION, torch.tensor(lengths, device=hw.device), t)
     assert_exact(
@@ -161,6 +193,16 @@ def test_attention_mask_causal(hw):
         f"attention_mask({lengths}, {t})",
         likely=attention_mask_suspects(lengths, t, True, hw.device),
     )
+    what = f"attention_mask({lengths}, {t}) with lengths on a second device"
+    got = on_second_device(
+        what,
+        hw.on_second_device,
+        ATTENTION,
+        torch.tensor(lengths),
+        t,
+        mistake=MASK_ON_CPU,
+    )
+    assert_exact(got, attention_mask_oracle(lengths, t), what)
 
 
 @pytest.mark.points(1)

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autograder.protocol import expect_student_error
+from autograder.protocol import SECOND_DEVICE, expect_student_error
 from tests.graded.answers import (
     future,
     heads_no_transpose,
@@ -27,7 +27,7 @@ from tests.graded.answers import (
 )
 from tests.graded.compare import LIKELY, assert_close, assert_exact
 from tests.graded.expect import assert_names
-from tests.graded.inputs import checked
+from tests.graded.inputs import checked, on_second_device
 from tests.graded.mistakes import MERGE_NO_T, SPLIT_NO_T, TRUE_DIVISION
 from tests.graded.strategies import examples, randn, random_state, seeds, sizes
 
@@ -180,12 +180,19 @@ def test_MultiHeadAttention_attributes(hw):
 @pytest.mark.points(1)
 @pytest.mark.public
 def test_MultiHeadAttention_matches_torch(hw):
-    """Self-attention equals nn.MultiheadAttention's: B=2, T=5, D=8, h=2 (d_h=4 != sqrt(D))."""
+    """Self-attention equals nn.MultiheadAttention's: B=2, T=5, D=8, h=2 (d_h=4 != sqrt(D));
+    also moved to a second device with x and the mask there (SPEC.md: every module works on
+    any device and returns tensors on the input's device)."""
     sd = mha_weights(8, seed=110)
     x = randn(2, 5, 8, seed=111)  # (B, T, D)
     check_mha(hw, sd, 2, x, what="MultiHeadAttention output (float64)")
     check_mha(hw, sd, 2, x, mask=future(5, 5), what="output with a causal (T, T) mask")
     check_mha(hw, sd, 2, x, dtype=torch.float32, what="output (float32)")
+    m = student_mha(hw, sd, 2)
+    on_second_device("MultiHeadAttention.to", m.on_second_device, "to", SECOND_DEVICE)
+    what = "MultiHeadAttention with x and a causal mask on a second device"
+    got = on_second_device(what, m.on_second_device, "__call__", x, mask=future(5, 5))
+    assert_close(got, torch_mha(x, sd, 2, mask=future(5, 5)), what)
 
 
 @pytest.mark.points(1)

@@ -19,7 +19,7 @@ from tests.graded.answers import (
 )
 from tests.graded.compare import LIKELY, assert_close
 from tests.graded.expect import raises_value_error
-from tests.graded.inputs import checked
+from tests.graded.inputs import checked, on_second_device
 from tests.graded.strategies import (
     distinct_positions,
     examples,
@@ -162,6 +162,16 @@ def test_apply_rope_formula(hw):
         "apply_rope(x (5, 6)) with the default positions",
         likely=rope_suspects(x, arange),
     )
+
+    # on a second device, with positions given and omitted (SPEC.md: every function works
+    # on any device; part 4: angles on positions' device)
+    x, positions = randn(2, 4, 8, seed=43), longs(POSITIONS, "cpu")
+    what = "apply_rope(x (2, 4, 8), positions) on a second device"
+    got = on_second_device(what, hw.on_second_device, "rope.apply_rope", x, positions)
+    assert_close(got, rope_oracle(x, positions), what)
+    what = "apply_rope(x (2, 4, 8)) on a second device with the default positions"
+    got = on_second_device(what, hw.on_second_device, "rope.apply_rope", x)
+    assert_close(got, rope_oracle(x, torch.arange(4)), what)
 
 
 @pytest.mark.points(1)

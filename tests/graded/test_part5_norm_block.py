@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from autograder.protocol import SECOND_DEVICE
 from tests.graded.answers import (
     block_suspects,
     feed_forward,
@@ -26,7 +27,7 @@ from tests.graded.answers import (
     rms_suspects,
 )
 from tests.graded.compare import assert_close, assert_exact, assert_gradients
-from tests.graded.inputs import checked
+from tests.graded.inputs import checked, on_second_device
 from tests.graded.strategies import randn, random_state
 
 pytestmark = pytest.mark.part(5)
@@ -247,7 +248,9 @@ def test_feed_forward_matches_oracle(hw):
 @pytest.mark.points(2)
 @pytest.mark.public
 def test_pre_norm_block_matches_oracle(hw):
-    """h = x + attn(ln1(x)); out = h + ffn(ln2(h)), causal, batch of 2."""
+    """h = x + attn(ln1(x)); out = h + ffn(ln2(h)), causal, batch of 2; also moved to a
+    second device with x and the mask there (SPEC.md: every module works on any device and
+    returns tensors on the input's device)."""
     sd = block_state(60, hw.device)
     block = new_module(hw, "block.PreNormBlock", D, H, D_FF, state=sd)
     x = randn(2, 5, D, seed=61, device=hw.device)  # (B, T, D)
@@ -258,6 +261,11 @@ def test_pre_norm_block_matches_oracle(hw):
         "PreNormBlock(8, 2, 12)(x, causal mask)",
         likely=block_suspects(x, sd, mask, "pre"),
     )
+    on_second_device("PreNormBlock.to", block.on_second_device, "to", SECOND_DEVICE)
+    x, mask = randn(2, 5, D, seed=61), future(5, 5)
+    what = "PreNormBlock(8, 2, 12)(x, causal mask) on a second device"
+    got = on_second_device(what, block.on_second_device, "__call__", x, mask)
+    assert_close(got, pre_norm(x, block_state(60, "cpu"), mask), what)
 
 
 @pytest.mark.points(1)

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 
-from autograder.protocol import StudentError
+from autograder.protocol import SECOND_DEVICE, StudentError
 from tests.graded.answers import (
     gqa_oracle,
     gqa_suspects,
@@ -26,7 +26,7 @@ from tests.graded.answers import (
 )
 from tests.graded.compare import LIKELY, assert_close, assert_exact
 from tests.graded.expect import raises_value_error
-from tests.graded.inputs import checked
+from tests.graded.inputs import checked, on_second_device
 from tests.graded.mistakes import TRUE_DIVISION
 from tests.graded.strategies import examples, randn, random_state, seeds, sizes
 
@@ -372,6 +372,38 @@ def test_gqa_cached_decoding(hw):
     shape = tuple(cache.attr("k").shape)
     assert shape == (B, H_KV, T + 2, D // H), (
         f"the cache's k has shape {shape}; it must keep (B, n_kv_heads, max_len, d_head)"
+    )
+    check_decoding_on_second_device(hw, gqa, sd)
+
+
+def check_decoding_on_second_device(hw, gqa, sd):
+    """The module, x and a ``KVCache(..., device=)`` on a second device: the cache's buffers
+    and every output are there, and the outputs are right (SPEC.md: every module works on
+    any device; part 6: ``KVCache``'s ``device``)."""
+    on_second_device(
+        "GroupedQueryAttention.to", gqa.on_second_device, "to", SECOND_DEVICE
+    )
+    what = f"KVCache({B}, {H_KV}, {T}, {D // H}, device={SECOND_DEVICE})"
+    cache = on_second_device(
+        what,
+        hw.new_on_second_device,
+        "gqa.KVCache",
+        *(B, H_KV, T, D // H),
+        device=SECOND_DEVICE,
+        dtype=F64,
+    )
+    for buffer in ("k", "v"):
+        on_second_device(f"{what}.{buffer}", cache.attr_on_second_device, buffer)
+    x = randn(B, T, D, seed=103)  # (B, T, D)
+    what = "GroupedQueryAttention fed one token at a time on a second device"
+    steps = [
+        on_second_device(
+            what, gqa.on_second_device, "__call__", x[:, i : i + 1], cache=cache
+        )
+        for i in range(T)
+    ]
+    assert_close(
+        torch.cat(steps, dim=1).to(hw.device), gqa_oracle(x.to(hw.device), sd), what
     )
 
 

@@ -9,7 +9,7 @@ from tests.graded.answers import (
 )
 from tests.graded.compare import assert_exact
 from tests.graded.expect import raises_value_error
-from tests.graded.inputs import checked
+from tests.graded.inputs import checked, on_second_device
 from tests.graded.part7_setup import (
     CHARS,
     CORPUS,
@@ -143,8 +143,15 @@ def check_lm_batch(hw, pad_id, strided=False):
 @pytest.mark.public
 @pytest.mark.points(1)
 def test_lm_batch_shift_and_right_padding(hw):
-    """inputs s[:-1], targets s[1:], right-padded with PAD_ID and IGNORE_INDEX."""
+    """inputs s[:-1], targets s[1:], right-padded with PAD_ID and IGNORE_INDEX; on the
+    sequences' device, a second one too (SPEC.md: every function works on any device and
+    returns tensors on the input's device)."""
     check_lm_batch(hw, PAD)
+    what = "lm_batch(sequences) with the sequences on a second device"
+    seqs = [torch.tensor(s) for s in SEQS]
+    got = on_second_device(what, hw.on_second_device, LM_BATCH, seqs)
+    for name, part, want in zip(("inputs", "targets"), got, batch_oracle(SEQS, PAD)):
+        assert_exact(part, want, f"{what}: {name}")
 
 
 @pytest.mark.hidden

@@ -6,7 +6,7 @@ import contextlib
 import pytest
 import torch
 
-from autograder.protocol import StudentError
+from autograder.protocol import SECOND_DEVICE, StudentError
 from tests.graded.answers import (
     batch_oracle,
     ce,
@@ -19,7 +19,7 @@ from tests.graded.answers import (
 )
 from tests.graded.compare import LIKELY, assert_close
 from tests.graded.expect import raises_value_error
-from tests.graded.inputs import checked
+from tests.graded.inputs import checked, on_second_device
 from tests.graded.mistakes import (
     LAST_BATCH_STEPS,
     PAD_AS_CLASS,
@@ -147,6 +147,18 @@ def test_evaluate_token_weighted_mean(hw):
     # The same batches as a list gave the right value: another one here comes from how the
     # iterable is used.
     assert_close(got, corpus_mean(losses), what, likely={more: got})
+    # SPEC.md part 7: the batches are "moved to the model's device"
+    on_second_device("CharLM.to", m.on_second_device, "to", SECOND_DEVICE)
+    what = "evaluate(model on a second device, batches on the CPU)"
+    mistake = (
+        "a tensor on the CPU meets the model's: the batches not moved to the model's "
+        "device (inputs.to(next(model.parameters()).device)), or a tensor made without "
+        "device="
+    )
+    got = on_second_device(
+        what, hw.on_second_device, EVALUATE, m, batches, move=False, mistake=mistake
+    )
+    assert_close(as_float(got, what), corpus_mean(losses), what)
 
 
 @pytest.mark.hidden

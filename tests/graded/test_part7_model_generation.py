@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from autograder.protocol import SECOND_DEVICE
 from tests.graded.answers import (
     batch_oracle,
     encode,
@@ -16,7 +17,7 @@ from tests.graded.answers import (
 )
 from tests.graded.compare import LIKELY, assert_close, assert_exact
 from tests.graded.expect import raises_value_error
-from tests.graded.inputs import checked
+from tests.graded.inputs import checked, on_second_device
 from tests.graded.part7_setup import (
     AT_MAX_LEN,
     CHARS,
@@ -47,6 +48,12 @@ pytestmark = pytest.mark.part(7)
 
 
 # The model ----------------------------------------------------------------------------
+NOT_MOVED = (
+    "a tensor on the CPU meets the model's: {what} not moved to the model's device "
+    "(.to(next(model.parameters()).device)), or a tensor made without device="
+)
+
+
 @pytest.mark.public
 @pytest.mark.points(1)
 def test_charlm_structure(hw):
@@ -79,6 +86,31 @@ def test_charlm_structure(hw):
     )
 
 
+def check_forward_on_second_device(hw):
+    """The model moved to a second device: its logits, with and without the caches of
+    ``make_caches``, whose buffers are there too (SPEC.md: every module works on any device;
+    part 7: ``make_caches`` on the model's device)."""
+    m, state = new_lm(hw, seed=720, max_len=10)
+    on_second_device("CharLM.to", m.on_second_device, "to", SECOND_DEVICE)
+    idx = randint(0, V, 2, 7, seed=721)  # (B, T)
+    want = oracle_logits(state, idx.to(hw.device), H)
+    what = "CharLM forward on a second device"
+    got = on_second_device(what, m.on_second_device, "__call__", idx)
+    assert_close(got.to(hw.device), want, what)
+    what = "CharLM.make_caches(2) on a second device"
+    caches = on_second_device(what, m.on_second_device, "make_caches", 2)
+    for i, cache in enumerate(caches):
+        on_second_device(f"{what}[{i}].k", cache.attr_on_second_device, "k")
+    what = "CharLM forward with caches on a second device, 4 tokens then 3"
+    first = on_second_device(
+        what, m.on_second_device, "__call__", idx[:, :4], caches=caches
+    )
+    rest = on_second_device(
+        what, m.on_second_device, "__call__", idx[:, 4:], caches=caches
+    )
+    assert_close(torch.cat([first, rest], dim=1).to(hw.device), want, what)
+
+
 def check_forward(hw, dtype):
     m, state = new_lm(hw, seed=720, dtype=dtype, max_len=10)
     idx = randint(0, V, 2, 7, seed=721, device=hw.device)  # (B, T), PAD among the ids
@@ -102,9 +134,11 @@ def check_forward(hw, dtype):
 @pytest.mark.public
 @pytest.mark.points(1)
 def test_charlm_forward_matches_oracle(hw):
-    """Logits of a causal pre-norm model with loaded weights equal a float64 oracle."""
+    """Logits of a causal pre-norm model with loaded weights equal a float64 oracle, on a
+    second device too."""
     check_forward(hw, torch.float64)
     check_forward(hw, torch.float32)
+    check_forward_on_second_device(hw)
 
 
 @pytest.mark.hidden
@@ -374,6 +408,26 @@ def test_generate_greedy_cache_matches_no_cache(hw):
         },
     )
     check_cache_use(passes, len(prompt), "generate(greedy=True) (use_cache=True)")
+    # SPEC.md part 7: the prompt "is moved to the model's device"; the ids come back there
+    on_second_device("CharLM.to", m.on_second_device, "to", SECOND_DEVICE)
+    for use_cache in (False, True):
+        what = (
+            f"generate(greedy=True, use_cache={use_cache}) with the model on a second "
+            "device and the prompt on the CPU"
+        )
+        got = on_second_device(
+            what,
+            hw.on_second_device,
+            GENERATE,
+            m,
+            torch.tensor([3, 1, 4]),
+            5,
+            greedy=True,
+            use_cache=use_cache,
+            move=False,
+            mistake=NOT_MOVED.format(what="the prompt"),
+        )
+        assert_exact(got.to(hw.device), expected, what)
 
 
 @pytest.mark.public
