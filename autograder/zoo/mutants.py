@@ -966,6 +966,117 @@ CATALOGUE: tuple[Mutant, ...] = (
         7,
         "a default of CharLM.__init__ differs",
     ),
+    # Device mistakes: right on the CPU, wrong on any other device (the graded suite's second
+    # device shows them on a machine without a GPU) -------------------------------------------
+    single(
+        "bool-mask-added-as-float-on-cpu",
+        "attention.py",
+        'scores = scores.masked_fill(mask, float("-inf"))',
+        "scores = scores + torch.zeros(mask.shape, dtype=scores.dtype).masked_fill(\n"
+        '                mask, float("-inf")\n'
+        "            )",
+        1,
+        "tensor made on the CPU",
+    ),
+    Mutant(
+        "causal-mask-ignores-device",
+        "masks.py",
+        (
+            ("torch.arange(t_q, device=device)", "torch.arange(t_q)"),
+            ("torch.arange(t_k, device=device)", "torch.arange(t_k)"),
+        ),
+        2,
+        "mask made on the CPU",
+    ),
+    single(
+        "attention-mask-causal-part-on-cpu",
+        "masks.py",
+        "causal_mask(t, device=keys_padded.device)",
+        "causal_mask(t)",
+        2,
+        "mask made on the CPU",
+    ),
+    single(
+        "padding-mask-arange-on-cpu",
+        "masks.py",
+        "torch.arange(t, device=lengths.device)",
+        "torch.arange(t)",
+        2,
+        "mask made on the CPU",
+    ),
+    single(
+        "rope-frequencies-on-cpu",
+        "rope.py",
+        "d_head // 2, device=positions.device, dtype=dtype",
+        "d_head // 2, dtype=dtype",
+        4,
+        "tensor made on the CPU",
+    ),
+    single(
+        "kv-cache-ignores-device",
+        "gqa.py",
+        "batch, n_kv_heads, max_len, d_head, device=device, dtype=dtype",
+        "batch, n_kv_heads, max_len, d_head, dtype=dtype",
+        6,
+        "tensor made on the CPU",
+    ),
+    single(
+        "gqa-causal-mask-on-cpu",
+        "gqa.py",
+        "causal_mask(t, k.shape[2], device=x.device)",
+        "causal_mask(t, k.shape[2])",
+        6,
+        "tensor made on the CPU",
+    ),
+    single(
+        "charlm-causal-mask-on-cpu",
+        "charlm.py",
+        "mask = causal_mask(t, start + t, device=idx.device)",
+        "mask = causal_mask(t, start + t)",
+        7,
+        "tensor made on the CPU",
+    ),
+    single(
+        "charlm-positions-on-cpu",
+        "charlm.py",
+        "positions = torch.arange(start, start + t, device=idx.device)",
+        "positions = torch.arange(start, start + t)",
+        7,
+        "tensor made on the CPU",
+    ),
+    single(
+        "make-caches-on-cpu",
+        "charlm.py",
+        "                device=weight.device,\n",
+        "",
+        7,
+        "tensor made on the CPU",
+    ),
+    single(
+        "lm-batch-on-cpu",
+        "charlm.py",
+        "    device = sequences[0].device\n",
+        '    device = torch.device("cpu")\n',
+        7,
+        "tensor made on the CPU",
+    ),
+    single(
+        "evaluate-batches-not-moved",
+        "charlm.py",
+        "                inputs, targets = inputs.to(device), targets.to(device)\n"
+        "                real =",
+        "                real =",
+        7,
+        "batches not moved to the model's device",
+    ),
+    single(
+        "generate-prompt-not-moved",
+        "charlm.py",
+        "ids = prompt.to(device=device, dtype=torch.long)",
+        "ids = prompt.to(dtype=torch.long)",
+        7,
+        "prompt not moved to the model's device",
+    ),
 )
 
 
