@@ -3,33 +3,55 @@
 The tests run in-process (tracebacks and ``pdb`` work) through ``autograder.runner``. The
 student sees, part by part, the public points they would get, each failure's whole message
 (with its "Likely mistake" line when one matches) and, for an exception in their code, the file
-and line where it was raised; then how many points the hidden tests hold. This module ships in
-the student handout.
+and line where it was raised; then how many points the hidden tests hold. Its exit status is 1
+when a public test fails, so a notebook's check cell can fail too. It runs from any folder inside
+the handout (or an nbgrader release): it walks up to the folder that holds the code. This module
+ships in the student handout.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from autograder.points import PACKAGE
 from autograder.runner import Collector, SuiteError, TestResult, run_suite
+
+
+def find_code(path: Path, start: Path) -> Path | None:
+    """The folder that holds ``transformer_hw/``: ``path`` itself, else, from ``start`` up,
+    ``path`` inside a handout's folder or the folder itself (an nbgrader release). A handout's
+    folder (or a release) is one with the public tests, ``tests/graded/``."""
+    if (path / PACKAGE).is_dir():
+        return path
+    if path.is_absolute():
+        return None
+    for folder in (start, *start.parents):
+        if (folder / "tests" / "graded").is_dir():
+            for candidate in (folder / path, folder):
+                if (candidate / PACKAGE).is_dir():
+                    return candidate
+    return None
 
 
 def check(
     path: Path, device: str = "cpu", part: int | None = None, keyword: str = ""
 ) -> int:
-    """Print the public tests' score for the code in ``path`` and what to fix; exit status."""
+    """Print the public tests' score for the code in ``path`` and what to fix; the exit status:
+    0 when every public test that ran passes, 1 when one fails, 2 when none could run."""
     from rich.console import Console
 
     from autograder.points import PARTS
 
     console = Console(highlight=False, soft_wrap=True)
-    root = path.resolve()
-    if not (root / "transformer_hw").is_dir():
+    found = find_code(path, Path.cwd())
+    if found is None:
         console.print(
-            f"[red]{path} has no transformer_hw/ folder: give the folder that holds it "
-            "(default: assignments)[/]"
+            f"[red]No {PACKAGE}/ folder in {path}, nor in a handout around "
+            f"{Path.cwd()}: run this inside the handout (or the assignment's folder), or "
+            f"give the folder that holds {PACKAGE}/[/]"
         )
         return 2
+    root = found.resolve()
     if part is not None and part not in PARTS:
         console.print(
             f"[red]--part {part}: the parts are {', '.join(map(str, PARTS))}[/]"
@@ -72,7 +94,7 @@ def check(
     console.print(
         "Debug one test: `pytest tests -k <test name>` (--pdb stops at the failure)."
     )
-    return 0
+    return 1 if any(not t.passed and not t.skipped for t in tests) else 0
 
 
 def print_rules() -> int:

@@ -323,6 +323,18 @@ def build_handout(out: Path, repo: Path = REPO) -> Path:
             if path.is_file():
                 _copy(path, out / path.relative_to(repo))
     _write(out / "SPEC.md", student_spec(repo / SPEC))
+    public = write_public_tests(out, repo)
+    _refuse_leaks(out, repo)  # before the slow part
+    record_answers(out / "tests" / "graded" / "answers.pt", repo)
+    notebook = write_notebook(out / NOTEBOOK)
+    _write(out / "README.md", student_readme(public, notebook))
+    _refuse_leaks(out, repo)
+    return _zip_folder(out, out.with_suffix(".zip"))
+
+
+def write_public_tests(out: Path, repo: Path = REPO) -> set[str]:
+    """Write ``tests/graded`` to ``out`` as students get it: without the hidden tests and the
+    answer key (the stored answers come from ``record_answers``); the public tests' names."""
     public: set[str] = set()
     for path in sorted((repo / "tests" / "graded").glob("*.py")):
         if path.relative_to(repo).as_posix() == ORACLES:
@@ -332,12 +344,7 @@ def build_handout(out: Path, repo: Path = REPO) -> Path:
             text = strip_hidden_tests(text, path.name)
             public |= _test_names(text)
         _write(out / "tests" / "graded" / path.name, text)
-    _refuse_leaks(out, repo)  # before the slow part
-    record_answers(out / "tests" / "graded" / "answers.pt", repo)
-    notebook = write_notebook(out / NOTEBOOK)
-    _write(out / "README.md", student_readme(public, notebook))
-    _refuse_leaks(out, repo)
-    return _zip_folder(out, out.with_suffix(".zip"))
+    return public
 
 
 def _refuse_leaks(out: Path, repo: Path) -> None:

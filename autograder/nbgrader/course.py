@@ -1,27 +1,49 @@
 """``autograder nbgrader --course DIR``: the assignment as an nbgrader course directory.
 
 The course holds ``nbgrader_config.py`` and ``source/transformer_hw/``: the notebook, the stubs in
-``transformer_hw/`` and the corpus in ``data/``. Nothing else: nbgrader copies every file of
+``transformer_hw/``, the corpus in ``data/``, and what the check cells run in a student's kernel:
+the handout's ``check`` runtime (``autograder/``), the public tests with their stored answers
+(``tests/``), the student contract (``SPEC.md``) and ``requirements.txt``, so the release works
+where nothing but ``pip install -r requirements.txt`` was run. nbgrader copies every file of
 ``source/`` that is not a notebook unchanged into the students' release, so the reference, the
-tests, their oracles and the bug zoo never go in. The configuration keeps the students' modules
-when autograding (``exclude_overwriting``; by default nbgrader would put the stubs back) and
-registers our preprocessors, which grade those modules with the full suite in the sandbox.
+hidden tests, the answer key and the bug zoo never go in: the handout's leak checks refuse the
+course otherwise. The configuration keeps the students' modules when autograding
+(``exclude_overwriting``; by default nbgrader would put the stubs back), registers our
+preprocessors, which grade those modules with the full suite in the sandbox, and makes the
+feedback's formulas readable offline.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import shutil
 from pathlib import Path
 
 from autograder.nbgrader.notebook import NAME, write_notebook
 from autograder.points import MODULES, PACKAGE
-from autograder.release import REPO, find_leaks, stub_files
+from autograder.release import (
+    HANDOUT_FILES,
+    REPO,
+    SPEC,
+    find_leaks,
+    record_answers,
+    stub_files,
+    student_spec,
+    write_public_tests,
+)
 
 ASSIGNMENT = PACKAGE
 DATA = REPO / "data"
 CONFIG = "nbgrader_config.py"
 #: The files a student writes, relative to the assignment folder.
 STUDENT_FILES = tuple(f"{PACKAGE}/{module}.py" for module in MODULES)
+#: The handout's ``check`` runtime, without its ``pyproject.toml``: a release installs its
+#: requirements, and its check cells run ``python -m autograder`` from the release folder.
+CHECK_RUNTIME = tuple(name for name in HANDOUT_FILES if name != "pyproject.toml")
+REQUIREMENTS = "requirements.txt"
+#: What the notebook imports beyond the check runtime (the handout's ``notebook`` extra).
+NOTEBOOK_REQUIREMENTS = ("ipykernel", "matplotlib")
+DISTRIBUTION = "transformer-hw-autograder"
 
 CONFIG_TEXT = '''\
 """nbgrader configuration of the {assignment} course, written by `autograder nbgrader`.
@@ -31,6 +53,7 @@ CONFIG_TEXT = '''\
 graded suite, in the sandbox, outside the student's kernel.
 """
 
+from autograder.nbgrader.feedback import feedback_preprocessors
 from autograder.nbgrader.preprocessors import autograde_preprocessors
 
 c = get_config()  # noqa: F821 - nbgrader defines it when it loads this file
@@ -48,6 +71,8 @@ c.Execute.timeout = {timeout}
 c.OverwriteCells.add_missing_cells = True
 # Where the student code runs while grading: "cpu" or "cuda".
 c.GradeModules.device = "cpu"
+# The feedback's formulas as images, readable offline (nbgrader's page loads MathJax online).
+c.GenerateFeedback.preprocessors = feedback_preprocessors()
 '''
 
 
@@ -62,18 +87,45 @@ def build_course(course: Path, cell_timeout: int = 30) -> Path:
     if cell_timeout <= 0:
         raise CourseError(f"the cell time-out must be positive, not {cell_timeout}")
     assignment = course / "source" / ASSIGNMENT
-    write_notebook(assignment / NAME, "nbgrader")
     (assignment / PACKAGE).mkdir(parents=True)
     for name, text in stub_files().items():
         (assignment / PACKAGE / name).write_text(text, encoding="utf-8")
     shutil.copytree(DATA, assignment / "data")
+    for name in CHECK_RUNTIME:
+        (assignment / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / name, assignment / name)
+    write_public_tests(assignment)
+    (assignment / "SPEC.md").write_text(student_spec(REPO / SPEC), encoding="utf-8")
+    _refuse_leaks(assignment)  # before the slow part
+    record_answers(assignment / "tests" / "graded" / "answers.pt")
+    write_notebook(assignment / NAME, "nbgrader")
+    (assignment / REQUIREMENTS).write_text(requirements_text(), encoding="utf-8")
     config = CONFIG_TEXT.format(
         assignment=ASSIGNMENT,
         files="".join(f"        {name!r},\n" for name in STUDENT_FILES),
         timeout=cell_timeout,
     )
     (course / CONFIG).write_text(config, encoding="utf-8")
-    leaks = find_leaks(course)
+    _refuse_leaks(assignment)
+    return course
+
+
+def requirements_text() -> str:
+    """``requirements.txt``: this project's own requirements (the check runtime's) as installed
+    here, and the notebook's."""
+    own = [
+        line
+        for line in importlib.metadata.requires(DISTRIBUTION) or []
+        if "extra ==" not in line
+    ]
+    return (
+        "# What the notebook and its check cells need: pip install -r requirements.txt\n"
+        + "".join(f"{line}\n" for line in [*own, *NOTEBOOK_REQUIREMENTS])
+    )
+
+
+def _refuse_leaks(assignment: Path) -> None:
+    """What students get (``source/`` goes out as it is) gives nothing away."""
+    leaks = find_leaks(assignment)
     if leaks:
         raise CourseError("the course would leak: " + "; ".join(leaks))
-    return course

@@ -1,6 +1,8 @@
-"""``autograder nbgrader`` end to end, headless: the course, its release, autograding three
-submissions (the reference, the stubs, a zoo mutant whose kernel tries to grade itself),
-feedback and export; and the rule that a grading failure scores 0, never full marks."""
+"""``autograder nbgrader`` end to end, headless: the course, its release, the student's side
+(``nbgrader validate`` and ``check`` from the release alone, in an environment without this
+repository), autograding three submissions (the reference, the stubs, a zoo mutant whose kernel
+tries to grade itself), feedback and export; and the rule that a grading failure scores 0,
+never full marks."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +31,13 @@ if TYPE_CHECKING:
     import nbformat
 
 from autograder import cli, grade
-from autograder.nbgrader.course import CONFIG, STUDENT_FILES
+from autograder.nbgrader.course import (
+    CHECK_RUNTIME,
+    CONFIG,
+    NOTEBOOK_REQUIREMENTS,
+    REQUIREMENTS,
+    STUDENT_FILES,
+)
 from autograder.nbgrader.notebook import (
     NotebookError,
     build_notebook,
@@ -36,8 +45,9 @@ from autograder.nbgrader.notebook import (
     load_source,
 )
 from autograder.points import PARTS, TOTAL_POINTS
-from autograder.release import SOLUTIONS, find_leaks
+from autograder.release import ORACLES, SOLUTIONS, find_leaks, strip_hidden_tests
 from autograder.zoo.mutants import CATALOGUE, apply
+from tests.engine.conftest import Run
 
 pytestmark = [
     pytest.mark.nbgrader,
@@ -57,10 +67,10 @@ MUTANT = next(m for m in CATALOGUE if m.name == "causal-hides-diagonal")
 TIMEOUT = 900  # seconds for one nbgrader command: generous, the machine may be loaded
 
 # A student's own cell in the mutant's notebook: it tries every way a kernel has to raise its
-# grade. Each check cell would print full points, the grader's function is replaced, and the
-# bug is fixed on disk after the deadline.
+# grade. Each check cell would print full points, the check it runs (the release's, next to
+# the notebook) is replaced, and the bug is fixed on disk after the deadline.
 PATCH = f"""\
-import autograder.grade
+import autograder.check
 from autograder.points import PARTS
 
 
@@ -68,7 +78,7 @@ def check_part(part):
     return PARTS[part].points
 
 
-autograder.grade.grade_one = lambda *args, **kwargs: None
+autograder.check.check = lambda *args, **kwargs: 0
 masks_py = HOME / "transformer_hw" / {MUTANT.file!r}
 masks_py.write_text(masks_py.read_text().replace({MUTANT.edits[0][1]!r}, {MUTANT.edits[0][0]!r}))
 print("patched")
@@ -117,6 +127,66 @@ def course(tmp_path_factory) -> Path:
     assert cli.main(["nbgrader", "--course", str(course)]) == 0
     run_nbgrader(course, "generate_assignment", ASSIGNMENT)
     return course
+
+
+def fresh_environment(folder: Path) -> tuple[Path, dict]:
+    """A Python environment without this repository: a new virtual environment that sees this
+    one's packages (torch, pytest, nbgrader, ...) through a ``.pth`` line naming its
+    site-packages. Python reads the ``.pth`` files of its own site-packages only, so this
+    repository's editable install (a ``.pth`` file in this one's) is not there: what a student
+    gets with ``pip install -r requirements.txt``. Its interpreter, and the environment to run
+    it in."""
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True
+    )
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    seed = folder / "lib" / version / "site-packages" / "_requirements.pth"
+    seed.write_text("\n".join(site.getsitepackages()) + "\n", encoding="utf-8")
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")
+    }
+    env["PYTHONNOUSERSITE"] = "1"
+    env["JUPYTER_PATH"] = env["JUPYTER_DATA_DIR"] = str(folder / "share" / "jupyter")
+    return folder / "bin" / "python", env
+
+
+@pytest.fixture(scope="module")
+def student_side(course, tmp_path_factory) -> dict:
+    """A student's commands, each from a copy of the release alone, in ``fresh_environment``:
+    ``nbgrader validate`` on the stubs and on the reference, ``python -m autograder check``
+    from a folder inside the release and from outside it. They start when the first test asks
+    for them, so that they run while the course autogrades, and are finished by the test that
+    reads them."""
+    where = tmp_path_factory.mktemp("student")
+    python, env = fresh_environment(where / "venv")
+    release = course / "release" / ASSIGNMENT
+    copies = {name: where / name / ASSIGNMENT for name in ("stubs", "ref")}
+    for folder in copies.values():
+        shutil.copytree(release, folder)
+    for module in SOLUTIONS.glob("*.py"):
+        shutil.copy(module, copies["ref"] / ASSIGNMENT / module.name)
+    without_repo = subprocess.run(
+        [python, "-c", "import autograder"],
+        check=False,
+        cwd=where,
+        env=env,
+        capture_output=True,
+    )
+    validate = [python, "-m", "nbgrader", "validate", NOTEBOOK]
+    check = [python, "-m", "autograder", "check"]
+    runs = {
+        name: Run(validate, folder, where / f"validate-{name}.log", env)
+        for name, folder in copies.items()
+    }
+    inside = copies["stubs"] / ASSIGNMENT  # the stubs' own folder, in the release
+    runs["check inside"] = Run(
+        [*check, "--part", "1", "-k", "example_412_7"], inside, where / "in.log", env
+    )
+    # the release's check runtime, run from a folder that is no part of a release
+    runs["check outside"] = Run(
+        check, where, where / "out.log", env | {"PYTHONPATH": str(copies["stubs"])}
+    )
+    return {"without_repo": without_repo, "runs": runs}
 
 
 @pytest.fixture(scope="module")
@@ -185,30 +255,62 @@ def code_windows(text: str, width: int = 3) -> set[tuple[str, ...]]:
     return {tuple(lines[i : i + width]) for i in range(len(lines) - width + 1)}
 
 
-def copied_from_the_suite_or_zoo(folder: Path) -> list[str]:
-    """Files under ``folder`` that share three code lines with the graded suite (its oracles
-    and hidden tests too) or the bug zoo."""
-    secrets = set()
+def secret_windows() -> set[tuple[str, ...]]:
+    """Code of the answer key, the hidden tests and the bug zoo."""
     graded, zoo = REPO / "tests" / "graded", REPO / "autograder" / "zoo"
-    for path in [*graded.glob("*.py"), *zoo.glob("*.py")]:
+    secrets = code_windows((REPO / ORACLES).read_text(encoding="utf-8"))
+    for path in zoo.glob("*.py"):
         secrets |= code_windows(path.read_text(encoding="utf-8"))
+    tests = [p.read_text(encoding="utf-8") for p in graded.glob("test_*.py")]
+    hidden = set().union(*map(code_windows, tests))
+    public = set().union(*(code_windows(strip_hidden_tests(t)) for t in tests))
+    return secrets | (hidden - public)
+
+
+def copied_from_the_suite_or_zoo(folder: Path) -> list[str]:
+    """Text files under ``folder`` that share three code lines with the answer key, the hidden
+    tests or the bug zoo."""
+    secrets = secret_windows()
+    texts = (".py", ".md", ".txt", ".ipynb")
     return [
         p.relative_to(folder).as_posix()
         for p in sorted(folder.rglob("*"))
-        if p.is_file() and code_windows(p.read_text(encoding="utf-8")) & secrets
+        if p.suffix in texts and code_windows(p.read_text(encoding="utf-8")) & secrets
     ]
 
 
-def test_course_and_release_hold_only_the_stubs_notebook_and_data(course):
-    expected = {NOTEBOOK, "data/names.txt", f"{ASSIGNMENT}/__init__.py", *STUDENT_FILES}
+def release_files() -> set[str]:
+    """What the release holds: the notebook, the stubs, the corpus, and what its check cells
+    need (the handout's check runtime, the public tests with their stored answers, the student
+    contract, the requirements)."""
+    graded = {
+        f"tests/graded/{p.name}"
+        for p in (REPO / "tests" / "graded").glob("*.py")
+        if f"tests/graded/{p.name}" != ORACLES
+    }
+    return {
+        NOTEBOOK,
+        "data/names.txt",
+        f"{ASSIGNMENT}/__init__.py",
+        *STUDENT_FILES,
+        *CHECK_RUNTIME,
+        *graded,
+        "tests/graded/answers.pt",
+        "SPEC.md",
+        REQUIREMENTS,
+    }
+
+
+def test_course_and_release_hold_what_the_check_cells_need_and_nothing_secret(
+    course, student_side
+):
     for folder in (course / "source" / ASSIGNMENT, course / "release" / ASSIGNMENT):
         files = {
             p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
         }
-        assert files == expected, folder
-        assert find_leaks(folder) == [], (
-            folder
-        )  # reference lines, oracles, hidden tests
+        assert files == release_files(), folder
+        # reference lines, the answer key's code and functions, hidden tests
+        assert find_leaks(folder) == [], folder
         assert copied_from_the_suite_or_zoo(folder) == [], folder
     config = (course / "nbgrader_config.py").read_text()
     assert (
@@ -217,10 +319,31 @@ def test_course_and_release_hold_only_the_stubs_notebook_and_data(course):
     )
 
 
+def test_the_release_names_its_requirements():
+    """``requirements.txt`` holds this project's own requirements and the notebook's, which
+    the handout installs as its ``notebook`` extra."""
+    from autograder.nbgrader.course import requirements_text
+
+    names = {
+        re.split(r"[<>=;\s]", line, maxsplit=1)[0]
+        for line in requirements_text().splitlines()
+        if line and not line.startswith("#")
+    }
+    assert {"torch", "pytest", "hypothesis", "rich", *NOTEBOOK_REQUIREMENTS} <= names
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    extra = re.search(r"^notebook = \[(.*)\]$", pyproject, re.MULTILINE)
+    assert extra, "pyproject.toml: no notebook extra"
+    listed = {re.split(r"[<>=]", e.strip(' "'))[0] for e in extra[1].split(",")}
+    assert set(NOTEBOOK_REQUIREMENTS) <= listed
+
+
 def test_leak_assertions_can_fail(tmp_path):
     shutil.copy(REPO / "autograder" / "zoo" / "mutants.py", tmp_path / "a.py")
     shutil.copy(REPO / "tests" / "graded" / "oracles.py", tmp_path / "b.py")
-    assert copied_from_the_suite_or_zoo(tmp_path) == ["a.py", "b.py"]
+    shutil.copy(
+        REPO / "tests" / "graded" / "test_part1_attention.py", tmp_path / "c.py"
+    )
+    assert copied_from_the_suite_or_zoo(tmp_path) == ["a.py", "b.py", "c.py"]
     shutil.copy(SOLUTIONS / "attention.py", tmp_path / "attention.py")
     assert find_leaks(tmp_path)
 
@@ -269,7 +392,9 @@ def test_the_reference_notebook_runs_without_errors(autograded):
     ]
     assert errors == []
     assert "412/7 =" in text_of(cells["part1-examples"])
-    assert "training skipped while autograding" in text_of(cells["part7-train"])
+    assert "training skipped while nbgrader runs this notebook (autograde)" in text_of(
+        cells["part7-train"]
+    )
 
 
 def test_feedback_and_export_write_their_files(autograded):
@@ -280,7 +405,11 @@ def test_feedback_and_export_write_their_files(autograded):
         for s in autograded["scores"]
     }
     assert all(path.is_file() for path in html.values())
-    assert MUTANT.diagnosis in html["mutant"].read_text(encoding="utf-8")
+    page = html["mutant"].read_text(encoding="utf-8")
+    assert MUTANT.diagnosis in page
+    # the formulas are drawn into the page (readable offline), their TeX kept as alt text
+    assert "$$\\mathrm{Attention}" not in page
+    assert "data:image/svg+xml;base64," in page and 'alt="\\mathrm{Attention}' in page
     run_nbgrader(course, "export")
     with open(course / "grades.csv", newline="") as f:
         rows = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(f)}
@@ -289,6 +418,32 @@ def test_feedback_and_export_write_their_files(autograded):
         "stubs": 0,
         "mutant": sum(autograded["mutant_alone"].values()),
     }
+
+
+# The student's side, from the release alone ----------------------------------------------------
+
+
+def test_the_student_side_runs_from_the_release_alone(student_side):
+    """In an environment where this repository cannot be imported, the release's check cells
+    run its own check: ``nbgrader validate`` fails on the stubs, because their check cells
+    fail, and passes on the reference; ``check`` runs from a folder inside the release and
+    says what to do outside it."""
+    assert b"No module named 'autograder'" in student_side["without_repo"].stderr
+    runs = student_side["runs"]
+    out = runs["stubs"].output()
+    assert "VALIDATION FAILED ON" in out, out[-3000:]
+    failed = re.findall(
+        r"^\s+AssertionError: part (\d+): Public tests: 0/", out, re.MULTILINE
+    )
+    assert sorted(map(int, failed)) == sorted(PARTS), out[-3000:]
+    out = runs["ref"].output()
+    assert "Success! Your notebook passes all the tests." in out, out[-3000:]
+    code, out = runs["check inside"].finish()
+    assert code == 1, out[-3000:]
+    assert "not implemented yet (transformer_hw/attention.py:" in out
+    assert "Public tests: 0/1 points." in out
+    code, out = runs["check outside"].finish()
+    assert code == 2 and "run this inside the handout" in out, out[-3000:]
 
 
 # A grade is never full marks by default -------------------------------------------------------
@@ -422,6 +577,25 @@ def test_one_source_gives_the_course_and_the_handout_notebook():
     )
     with pytest.raises(ValueError):
         build_notebook("gradescope")
+
+
+def test_the_cells_of_a_part_use_only_that_part_and_earlier_ones():
+    """With parts 1 to K done, the notebook runs through part K: no cell of a part calls a
+    module that a later part writes."""
+    part_of_module = {
+        f.removesuffix(".py"): k for k, part in PARTS.items() for f in part.files
+    }
+    modules = "|".join(part_of_module)
+    later = []
+    for cell in load_source()["cells"]:
+        found = re.match(r"(?:check-)?part(\d+)", cell["id"])
+        if cell["cell_type"] != "code" or not found:
+            continue
+        used = re.findall(rf"\b({modules})\.", "".join(cell["source"]))
+        later += [
+            f"{cell['id']} uses {m}" for m in used if part_of_module[m] > int(found[1])
+        ]
+    assert later == []
 
 
 def test_a_source_without_a_check_cell_per_part_is_refused(tmp_path):
