@@ -16,6 +16,7 @@ import re
 
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.converters import GenerateFeedback
+from traitlets import Bool
 
 #: Code spans and fenced blocks (kept), then display and inline formulas (drawn).
 PIECES = re.compile(
@@ -61,6 +62,10 @@ def draw_formulas(markdown: str) -> str:
 
 class MathAsImages(Preprocessor):
     """Draw the formulas of every markdown cell (see the module's docstring)."""
+
+    enabled = Bool(True, help="nbconvert's preprocessors are off unless enabled").tag(
+        config=True
+    )
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type == "markdown" and "$" in cell.source:
