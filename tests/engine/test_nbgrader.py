@@ -180,7 +180,10 @@ def student_side(course, tmp_path_factory) -> dict:
     }
     inside = copies["stubs"] / ASSIGNMENT  # the stubs' own folder, in the release
     runs["check inside"] = Run(
-        [*check, "--part", "1", "-k", "example_412_7"], inside, where / "in.log", env
+        [*check, "--part", "1", "-k", "example_412_7"],
+        inside,
+        where / "in.log",
+        env | {"PYTHONPATH": str(copies["stubs"])},
     )
     # the release's check runtime, run from a folder that is no part of a release
     runs["check outside"] = Run(
