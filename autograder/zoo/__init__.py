@@ -93,13 +93,17 @@ def _section(feedback: str, part: int) -> str:
 
 
 def run(
-    out: Path, jobs: int = 1, device: str = "cpu", mutants=CATALOGUE
+    out: Path, jobs: int = 1, device: str = "cpu", mutants=CATALOGUE, isolate=True
 ) -> tuple[list[Verdict], int]:
-    """Grade the reference and every mutant into ``out``; the verdicts and the reference's score."""
+    """Grade the reference and every mutant into ``out``; the verdicts and the reference's
+    score. ``isolate=False`` runs them in this process (``grade.Settings.isolate``): they are
+    the reference with one edit each, trusted code."""
     with tempfile.TemporaryDirectory(prefix="autograder-zoo-") as tmp:
         batch = [(REFERENCE, apply_none(Path(tmp) / REFERENCE))]
         batch += [(m.name, apply(m, SOLUTIONS, Path(tmp) / m.name)) for m in mutants]
-        settings = grade.Settings(device=device, hidden_paths=(str(out.resolve()), tmp))
+        settings = grade.Settings(
+            device=device, hidden_paths=(str(out.resolve()), tmp), isolate=isolate
+        )
         for name, graded in grade.grade_many(batch, settings, jobs):
             if graded.failed:
                 raise RuntimeError(f"{name}: {graded.detail}")

@@ -16,7 +16,7 @@ from autograder.protocol import InProcessSubmission
 from autograder.release import SOLUTIONS
 from autograder.sandbox import IsolatedSubmission
 from autograder.zoo import examples
-from autograder.zoo.mutants import CATALOGUE, apply
+from autograder.zoo.mutants import CATALOGUE, Mutant, apply
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "submissions"
@@ -72,6 +72,7 @@ class Run:
 #: sorts the files by their number of tests.)
 LONGEST_FIRST = (
     "test_zoo.py",
+    "test_zoo_second_half.py",
     "test_nbgrader.py",
     "test_release.py",
     "test_readme.py",
@@ -99,14 +100,20 @@ def graded_batch(tmp_path_factory) -> tuple[Path, Path]:
     return batch, out
 
 
-@pytest.fixture(scope="session")
-def zoo_verdicts(tmp_path_factory) -> dict[str, zoo.Verdict]:
-    """Every mutant of the bug zoo graded on the whole suite, once per test session: the
-    costliest thing the engine's tests do, shared by every test that reads the zoo's grades.
-    Graded in this process, one mutant after another: the suite's other tests keep the second
-    core busy, and a pool of grading processes would import torch and start a sandbox again in
-    each (seconds of CPU apiece)."""
+def zoo_half(half: int) -> tuple[Mutant, ...]:
+    """Every other mutant of the bug zoo, from the ``half``-th (0 or 1): the zoo is the
+    costliest thing the engine's tests do, so two test files each grade half of it and
+    pytest-xdist hands them to both workers."""
+    return CATALOGUE[half::2]
+
+
+def grade_zoo(tmp_path_factory, mutants) -> dict[str, zoo.Verdict]:
+    """``mutants`` graded on the whole suite, with the reference, in this process one after
+    another: the suite's other tests keep the second core busy, and a pool of grading
+    processes would import torch again in each (seconds of CPU apiece). They run in-process:
+    what is checked here is the suite's teeth, which the sandbox does not change (the other
+    engine tests grade mutants through it, and ``autograder zoo`` always does)."""
     out = tmp_path_factory.mktemp("zoo")
-    found, reference = zoo.run(out)
+    found, reference = zoo.run(out, mutants=mutants, isolate=False)
     assert reference == TOTAL_POINTS, f"the reference got {reference}/{TOTAL_POINTS}"
     return {v.mutant.name: v for v in found}

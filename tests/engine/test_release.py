@@ -141,6 +141,7 @@ def runs(handout, tmp_path_factory) -> dict:
             REPO,
             folder / "stubs.log",
             f"--junitxml={report}",
+            "--tb=no",  # the report is read, not the tracebacks
         ),
         "answers": start_pytest(
             REPO / "solutions", "tests", handout.with_suffix(""), folder / "answers.log"

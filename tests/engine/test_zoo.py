@@ -1,5 +1,6 @@
 """The graded suite has teeth: every mutant of the bug zoo is caught in its own part, with its
-diagnosis, costing nothing in the parts that do not use the broken code."""
+diagnosis, costing nothing in the parts that do not use the broken code. This file grades the
+first half of the zoo, ``test_zoo_second_half.py`` the second (``conftest.zoo_half``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,15 @@ import pytest
 
 from autograder.release import SOLUTIONS
 from autograder.zoo.mutants import CATALOGUE, Mutant, MutantError, apply
+
+from .conftest import grade_zoo, zoo_half
+
+HALF = zoo_half(0)
+
+
+@pytest.fixture(scope="module")
+def zoo_verdicts(tmp_path_factory):
+    return grade_zoo(tmp_path_factory, HALF)
 
 
 def test_catalogue_is_large_and_names_are_unique():
@@ -20,7 +30,12 @@ def test_an_edit_must_match_exactly_once(tmp_path):
         apply(stale, SOLUTIONS, tmp_path)
 
 
-@pytest.mark.parametrize("mutant", CATALOGUE, ids=lambda m: m.name)
+@pytest.mark.parametrize("mutant", HALF, ids=lambda m: m.name)
 def test_mutant_is_caught_with_its_diagnosis(zoo_verdicts, mutant):
     verdict = zoo_verdicts[mutant.name]
     assert verdict.ok, f"{mutant.name}: " + "; ".join(verdict.problems)
+
+
+def test_the_two_halves_grade_the_whole_zoo():
+    halves = [m.name for m in zoo_half(0)] + [m.name for m in zoo_half(1)]
+    assert sorted(halves) == sorted(m.name for m in CATALOGUE)
