@@ -1,23 +1,25 @@
-"""Forbidden library calls (SPEC.md), found statically in a submission's source.
+"""Forbidden library calls (SPEC.md), found statically in a submission's source, and the rules
+that keep the run-time watch (``autograder.tripwire``) able to see the rest.
 
 The scan reads every student file and resolves names before it judges them: what each name can
 be bound to in the scope Python looks it up in (a function's locals, enclosing functions, the
 module; ``global`` and ``nonlocal`` obeyed), what ``self.<attribute>`` and a module attribute can
 be bound to anywhere in the file (aliases, imports of another student file, ``self = torch``),
 what a dynamic import or attribute reaches when its target is a constant
-(``__import__("warnings")``, ``getattr(torch, "softmax")``, ``sys.modules["torch"]``). A use is an attribute access or imported name that reaches the library
-function, called at once or bound to a name first, here or in another student file. Names that
-resolve only to the student's own package (``attention.softmax(...)``, ``self.softmax``) never
-count, nor do comments and strings, nor a library class only named: tested against
-(``isinstance``, ``issubclass``, ``is``, a ``case`` pattern) or in an annotation. What the scan
-cannot resolve (a computed attribute name, a function's globals or closure cells, code built
-from strings, the grader's own modules) is refused as an evasion in every student file, at the
-cost of every part: its result may serve any file, and entry points such as
-``torch._C._VariableFunctions.softmax`` are out of the run-time watch's reach (a computed
-attribute of an object that is no library's costs only its own part where no other file can
-reach its result). Library names also match by family (``FAMILY_WORDS``). A file without a
-forbidden list of its own (masks.py, rope.py) is read with every list, at the same cost. The
-run-time watch (``autograder.tripwire``) covers what a library does on the student's behalf.
+(``__import__("warnings")``, ``getattr(torch, "softmax")``, ``sys.modules["torch"]``). A use is
+an attribute access or imported name that reaches the library function, here or in another
+student file; names of the student's own package, comments, strings, a library class only
+tested against or named in an annotation, and imports under ``typing.TYPE_CHECKING`` never
+count. Library names also match by family (``FAMILY_WORDS``). A file without a forbidden list of
+its own (masks.py, rope.py) is read with every list, at the cost of every part.
+
+What could switch the watch off or hide from it is refused too (``WATCH_PATHS``,
+``WATCH_ATTRIBUTES``, ``CALLBACK_ATTRIBUTES``, private names of library objects), and so is what
+the scan cannot follow (code built from strings, the grader's own modules, ``TAMPER_*``); a
+computed attribute of the namespaces in ``RUNTIME_LOOKUPS`` is left to the watch, which sees the
+call it makes. ``student_rules`` states all of it as the handout prints it. The scan runs in a
+child process under a time and memory budget (``scan_package``): a file it cannot read costs its
+own part.
 """
 
 from __future__ import annotations
