@@ -354,3 +354,28 @@ def test_leak_check_finds_a_copied_solution_block(tmp_path):
         body.split("### END SOLUTION")[0], encoding="utf-8"
     )
     assert find_leaks(tmp_path)
+
+
+def test_answers_are_recorded_again_only_when_what_they_depend_on_changed(
+    tmp_path, monkeypatch
+):
+    from autograder import release
+
+    repo = tmp_path / "repo"
+    for name in ("tests/graded/test_a.py", "solutions/x.py", "autograder/y.py"):
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text("A = 1\n")
+    runs = []
+
+    def record(path, _repo):
+        runs.append(path)
+        path.write_bytes(b"answers %d" % len(runs))
+
+    monkeypatch.setattr(release, "_record", record)
+    first, second, third = (tmp_path / f"{n}.pt" for n in ("first", "second", "third"))
+    release.record_answers(first, repo)
+    release.record_answers(second, repo)
+    assert len(runs) == 1 and second.read_bytes() == first.read_bytes()
+    (repo / "solutions" / "x.py").write_text("A = 2\n")
+    release.record_answers(third, repo)
+    assert len(runs) == 2 and third.read_bytes() == b"answers 2"
