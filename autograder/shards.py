@@ -178,10 +178,7 @@ def merge(folders: list[Path], out: Path) -> list[str]:
     for output in shards:
         for name in output.names:
             report.private_dir(out / name)
-            for file in (
-                report.FEEDBACK,
-                report.RESULTS,
-            ):  # results last: the grade is done
+            for file in report.FILES:  # in their order: results last, the grade is done
                 source = output.folder / name / file
                 if source.is_file():
                     text = source.read_text(encoding="utf-8")
