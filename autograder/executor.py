@@ -19,7 +19,16 @@ import numpy
 import torch
 
 from autograder.points import MODULES, PACKAGE
-from autograder.protocol import ErrorInfo, HandleRef, map_plain, tensors_in
+from autograder.protocol import (
+    ErrorInfo,
+    Handle,
+    HandleRef,
+    StudentError,
+    Submission,
+    map_plain,
+    tensors_in,
+    to_refs,
+)
 
 #: Objects a test may construct that are not part of the student package: a random
 #: generator, and a one-shot iterator (over a list it is given) for what takes any iterable.
@@ -302,6 +311,23 @@ class Executor:
             self._ids[key] = len(self._objects) + 1
             self._objects[self._ids[key]] = value
         return HandleRef(self._ids[key], type(value).__name__)
+
+
+class InProcessSubmission(Submission):
+    """Student code in this very process: for debugging, never for grades."""
+
+    def __init__(self, root: Path | str, device: torch.device | str = "cpu"):
+        super().__init__(root, device)
+        self._executor = Executor(self.root)
+
+    def _send(self, op, target, name, args, kwargs):
+        ref = target.ref if target is not None else None
+        outcome = self._executor.run(op, ref, name, to_refs(args), to_refs(kwargs))
+        if outcome[0] == "error":
+            raise StudentError(outcome[1]) from outcome[2]
+        return map_plain(
+            outcome[1], lambda v: Handle(self, v) if isinstance(v, HandleRef) else v
+        )
 
 
 def noncontiguous(value):

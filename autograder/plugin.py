@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, Phase, is_hypothesis_test, seed, settings
 from hypothesis.internal.conjecture import providers
 from hypothesis.internal.reflection import function_digest
 
+from autograder.executor import InProcessSubmission
 from autograder.forbidden import RULES, Violation, by_part, scan_package
 from autograder.points import GATED, PACKAGE, PARTS, check_uses, part_of_file
-from autograder.protocol import InProcessSubmission, StudentError
+from autograder.protocol import StudentError
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDED = pytest.StashKey[dict]()

@@ -30,9 +30,9 @@ appear anywhere inside arguments (``cache=h``, ``caches=[h1, h2]``). An exceptio
 student code arrives as ``StudentError``, the same in every implementation, so tests never
 depend on where the code ran.
 
-``InProcessSubmission`` runs the student code in the test process (for debugging: tracebacks
-and ``pdb`` work); ``autograder.sandbox`` provides the isolated implementation behind the very
-same interface.
+``autograder.executor.InProcessSubmission`` runs the student code in the test process (for
+debugging: tracebacks and ``pdb`` work); ``autograder.sandbox`` provides the isolated
+implementation behind the very same interface.
 """
 
 from __future__ import annotations
@@ -263,7 +263,7 @@ def _constructed(name: str, value) -> Handle:
     return value
 
 
-def _to_refs(value):
+def to_refs(value):
     return map_plain(value, lambda v: v.ref if isinstance(v, Handle) else v)
 
 
@@ -274,25 +274,6 @@ def map_plain(value, leaf):
     if isinstance(value, dict):
         return {k: map_plain(v, leaf) for k, v in value.items()}
     return leaf(value)
-
-
-class InProcessSubmission(Submission):
-    """Student code in this very process: for debugging, never for grades."""
-
-    def __init__(self, root: Path | str, device: torch.device | str = "cpu"):
-        super().__init__(root, device)
-        from autograder.executor import Executor  # imports torch-side machinery lazily
-
-        self._executor = Executor(self.root)
-
-    def _send(self, op, target, name, args, kwargs):
-        ref = target.ref if target is not None else None
-        outcome = self._executor.run(op, ref, name, _to_refs(args), _to_refs(kwargs))
-        if outcome[0] == "error":
-            raise StudentError(outcome[1]) from outcome[2]
-        return map_plain(
-            outcome[1], lambda v: Handle(self, v) if isinstance(v, HandleRef) else v
-        )
 
 
 def same(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -43,9 +43,9 @@ from autograder import (
     confine,
     hangs,
     intake,
-    template,
     template_client,
     wire,
+    worker_exit,
 )
 from autograder.forbidden import Violation
 from autograder.points import MODULES, PACKAGE
@@ -539,7 +539,7 @@ def _ended(status: int | None, serving: bool) -> _WorkerEnded:
     """A worker that ended with wait status ``status`` (``None``: the template could not
     tell, which is no proof of the submission's doing)."""
     own = status is not None and (
-        (os.WIFEXITED(status) and os.WEXITSTATUS(status) != template.HUNG_UP)
+        (os.WIFEXITED(status) and os.WEXITSTATUS(status) != worker_exit.HUNG_UP)
         or (os.WIFSIGNALED(status) and os.WTERMSIG(status) in OWN_SIGNALS)
     )
     return _WorkerEnded(_describe_status(status, serving), own)
@@ -723,11 +723,11 @@ def _describe_status(status: int | None, serving: bool) -> str:
         return "ended"
     if os.WIFEXITED(status):
         code = os.WEXITSTATUS(status)
-        if code == template.UNCONFINED and not serving:
+        if code == worker_exit.UNCONFINED and not serving:
             return "could not be confined (a grader problem, not the submission's)"
-        if code == template.BROKEN:
+        if code == worker_exit.BROKEN:
             return "could not read the next request (its state was broken)"
-        if code == template.HUNG_UP:
+        if code == worker_exit.HUNG_UP:
             return "lost its connection to the grader"
         return f"exited with status {code}"
     if os.WIFSIGNALED(status):

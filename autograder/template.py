@@ -40,11 +40,8 @@ import torch
 from autograder import confine, hangs, intake, wire
 from autograder.points import PACKAGE
 from autograder.protocol import ErrorInfo
+from autograder.worker_exit import BROKEN, HUNG_UP, UNCONFINED
 
-UNCONFINED, BROKEN = 70, 71  # a worker's own exit statuses
-#: A worker's exit when its socket closed under it: the grading side went away, or the
-#: connection was lost (not the submission's doing).
-HUNG_UP = 72
 #: Writable folders a worker without namespaces of its own shares with the others.
 SCRATCH = ("/tmp", "/dev/shm")
 #: A worker's folder when it has a private ``/tmp`` (the same path every time: feedback that

@@ -38,8 +38,8 @@ sys.path.insert(0, str(REPO))
 import numpy
 import torch
 
+from autograder.executor import InProcessSubmission
 from autograder.points import PACKAGE
-from autograder.protocol import InProcessSubmission
 from autograder.release import SOLUTIONS
 from autograder.sandbox import IsolatedSubmission
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from autograder import cli, zoo
+from autograder.executor import InProcessSubmission
 from autograder.points import PACKAGE, TOTAL_POINTS
-from autograder.protocol import InProcessSubmission
 from autograder.release import SOLUTIONS
 from autograder.sandbox import IsolatedSubmission
 from autograder.zoo import examples

@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from autograder import intake
+from autograder.executor import InProcessSubmission
 from autograder.points import MODULES, PACKAGE
-from autograder.protocol import InProcessSubmission, StudentError
+from autograder.protocol import StudentError
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / "solutions" / PACKAGE

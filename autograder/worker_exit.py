@@ -1,0 +1,11 @@
+"""The statuses a sandboxed worker exits with on its own, shared by the template that makes
+them (``autograder.template``) and the grading side that reads them (``autograder.sandbox``):
+here, so that neither imports the other for them."""
+
+#: It ended before it was confined: no student code ran, the grader's failure.
+UNCONFINED = 70
+#: A request it could not carry out or a record it could not send: it broke the protocol.
+BROKEN = 71
+#: Its socket closed under it: the grading side went away, or the connection was lost (not the
+#: submission's doing).
+HUNG_UP = 72

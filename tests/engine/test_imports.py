@@ -1,0 +1,69 @@
+"""No import circles among the engine's modules, top-level and deferred imports alike: a
+maintainer can read ``autograder/`` from the modules nothing else needs up to the commands."""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+ENGINE = Path(__file__).resolve().parents[2] / "autograder"
+
+
+def module_name(path: Path, engine: Path) -> str:
+    parts = path.relative_to(engine.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def engine_imports(engine: Path = ENGINE) -> dict[str, set[str]]:
+    """Each engine module -> the engine modules it imports anywhere in its source (a
+    package's ``__init__``, which each of its modules imports, left out)."""
+    modules = {module_name(p, engine): p for p in engine.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = set()
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.rsplit(".", node.level - 1)[0]
+                    base = f"{anchor}.{base}" if base else anchor
+                found |= {base} | {f"{base}.{a.name}" for a in node.names}
+        graph[name] = {
+            m
+            for m in found
+            if m in modules and m != name and not name.startswith(f"{m}.")
+        }
+    return graph
+
+
+def circle(graph: dict[str, set[str]]) -> list[str]:
+    """An import circle of ``graph``, or none."""
+    try:
+        list(TopologicalSorter(graph).static_order())
+    except CycleError as exc:
+        return exc.args[1]
+    return []
+
+
+def test_the_engine_has_no_import_circle():
+    assert circle(engine_imports()) == []
+
+
+def test_a_circle_is_found(tmp_path):
+    """The check above can fail: two modules that import each other, one of them late."""
+    engine = tmp_path / "autograder"
+    engine.mkdir()
+    (engine / "__init__.py").write_text("")
+    (engine / "a.py").write_text("def f():\n    from autograder import b\n")
+    (engine / "b.py").write_text("from . import a\n")
+    graph = engine_imports(engine)
+    assert graph == {
+        "autograder": set(),
+        "autograder.a": {"autograder.b"},
+        "autograder.b": {"autograder.a"},
+    }
+    assert set(circle(graph)) == {"autograder.a", "autograder.b"}
