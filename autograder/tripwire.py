@@ -53,11 +53,11 @@ PROBE_CALLS = (
 found: list[tuple[str, int, str]] = []
 
 _FAMILIES = tuple(FAMILY_WORDS)
-#: Names of the functions the modes of the namespaces below reach, for the feedback.
+#: How the feedback names a function by its ``__module__``: where a student would find it
+#: (a tensor method has none).
 _LABELS = {
     None: "torch.Tensor",
     "torch._C._special": "torch.special",
-    "torch._C._nn": "torch._C._nn",
     "torch._ops.aten": "torch.ops.aten",
 }
 
