@@ -105,20 +105,13 @@ class Handle:
     def checked_call(self, method: str, *args, **kwargs):
         """``call`` with non-contiguous tensor arguments: ``(result, changed)`` (see
         ``Submission.checked_call``)."""
-        value, after = self._submission.request(
-            "checked", self, method, *args, **kwargs
-        )
-        return value, changed_arguments(args, kwargs, after)
+        return self._submission.request("checked", self, method, *args, **kwargs)
 
     def gradients(self, method: str, *args, upstream: torch.Tensor, **kwargs) -> dict:
         """The gradients of ``method``'s result with respect to its floating-point tensor
         arguments and this object's parameters (see ``Submission.gradients``)."""
-        return gradients_of(
-            self._submission.request(
-                "gradients", self, method, upstream, *args, **kwargs
-            ),
-            args,
-            kwargs,
+        return self._submission.request(
+            "gradients", self, method, upstream, *args, **kwargs
         )
 
     def on_second_device(self, method: str, *args, move: bool = True, **kwargs):
@@ -174,19 +167,14 @@ class Submission:
         Returns ``(result, changed)``: ``changed`` lists the arguments (``"args[0]"``,
         ``"mask"``) whose values the call modified in place.
         """
-        value, after = self.request("checked", None, name, *args, **kwargs)
-        return value, changed_arguments(args, kwargs, after)
+        return self.request("checked", None, name, *args, **kwargs)
 
     def gradients(self, name: str, *args, upstream: torch.Tensor, **kwargs) -> dict:
         """Call ``name`` and back-propagate ``upstream`` from its result (the first element
         of a tuple): ``{"inputs": {"args[0]": grad, ...}, "parameters": {}}``, a gradient per
         floating-point tensor argument (labelled as ``checked_call`` labels them), ``None``
         where none flowed. (A module's method adds its parameters by name.)"""
-        return gradients_of(
-            self.request("gradients", None, name, upstream, *args, **kwargs),
-            args,
-            kwargs,
-        )
+        return self.request("gradients", None, name, upstream, *args, **kwargs)
 
     def call_with_default_dtype(self, dtype: torch.dtype, name: str, *args, **kwargs):
         """``call(name, ...)`` while ``dtype`` is torch's default float dtype (put back after
@@ -201,10 +189,7 @@ class Submission:
         (``torch.is_grad_enabled()``) and ``training`` (the module's mode). What SPEC.md asks
         of how ``generate`` and ``evaluate`` run the model shows only here. A pass made through
         ``module.forward`` directly goes unrecorded."""
-        value, passes = self.request("forwards", module, name, *args, **kwargs)
-        if not (isinstance(passes, list) and all(map(_is_forward_pass, passes))):
-            raise _broken("forward passes")
-        return value, passes
+        return self.request("forwards", module, name, *args, **kwargs)
 
     def on_second_device(self, name: str, *args, move: bool = True, **kwargs):
         """``call(name, ...)`` with every tensor argument on a second device, where
@@ -223,12 +208,7 @@ class Submission:
         return _constructed(name, built), devices
 
     def elsewhere(self, kind: str, target, name: str, move: bool, args, kwargs):
-        value, devices = self.request(
-            "elsewhere", target, name, kind, move, *args, **kwargs
-        )
-        if not (isinstance(devices, list) and all(_typed_pair(d) for d in devices)):
-            raise _broken("devices")
-        return value, devices
+        return self.request("elsewhere", target, name, kind, move, *args, **kwargs)
 
     def seed(self, seed: int) -> None:
         self.request("seed", None, None, seed)
@@ -236,7 +216,11 @@ class Submission:
     def request(
         self, op: str, target: Handle | None, name: str | None, *args, **kwargs
     ):
-        return self._send(op, target, name, args, kwargs)
+        """Carry out one request; an answer gathered next to the student code is checked
+        (or judged) here, in the grading process (``_ANSWER_CHECKS``)."""
+        answer = self._send(op, target, name, args, kwargs)
+        check = _ANSWER_CHECKS.get(op)
+        return answer if check is None else check(answer, args, kwargs)
 
     def close(self) -> None:
         """Release the student process's resources (nothing to do in-process)."""
@@ -380,6 +364,39 @@ def _broken(what: str) -> StudentError:
             ("Exception", "BaseException"),
         )
     )
+
+
+def _checked_answer(answer, args, kwargs):
+    value, after = answer
+    return value, changed_arguments(args, kwargs, after)
+
+
+def _gradients_answer(answer, args, kwargs):
+    return gradients_of(answer, args[1:], kwargs)  # args[0] is the upstream gradient
+
+
+def _forwards_answer(answer, args, kwargs):
+    value, passes = answer
+    if not (isinstance(passes, list) and all(map(_is_forward_pass, passes))):
+        raise _broken("forward passes")
+    return value, passes
+
+
+def _elsewhere_answer(answer, args, kwargs):
+    value, devices = answer
+    if not (isinstance(devices, list) and all(_typed_pair(d) for d in devices)):
+        raise _broken("devices")
+    return value, devices
+
+
+#: Requests whose answer the worker gathers next to the student code: what the grading
+#: process makes of it, whichever way the request was made (a handle or the submission).
+_ANSWER_CHECKS = {
+    "checked": _checked_answer,
+    "gradients": _gradients_answer,
+    "forwards": _forwards_answer,
+    "elsewhere": _elsewhere_answer,
+}
 
 
 @contextlib.contextmanager
