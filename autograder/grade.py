@@ -132,12 +132,10 @@ def _grader_events(settings: Settings) -> list[str]:
 
 
 def _new_session(settings: Settings) -> SuiteSession:
+    args = ["--device", settings.device]
+    if settings.keyword:
+        args += ["-k", settings.keyword]
     if not settings.isolate:
-        args = [
-            "--device",
-            settings.device,
-            *(["-k", settings.keyword] * bool(settings.keyword)),
-        ]
         return SuiteSession(args, [_PartProgress()])
     from autograder import template_client
 
@@ -151,11 +149,8 @@ def _new_session(settings: Settings) -> SuiteSession:
     if settings.call_timeout is not None:
         limits.call_timeout = settings.call_timeout
         limits.submission_timeout = max(480.0, 8 * settings.call_timeout)
-    args = ["--isolate", "--device", settings.device]
-    if settings.keyword:
-        args += ["-k", settings.keyword]
     plugins = [sandbox.LimitsPlugin(limits), _ReadyOptimizers(), _PartProgress()]
-    return SuiteSession(args, plugins)
+    return SuiteSession(["--isolate", *args], plugins)
 
 
 def _whole_suite(settings: Settings) -> bool:
