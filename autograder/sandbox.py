@@ -70,9 +70,12 @@ POLL_SECONDS = 0.01
 MAX_DISARMED = 32
 #: Bytes of requests kept to bring a fresh worker to a lost one's state (``_Journal``).
 MAX_JOURNAL_BYTES = 64 << 20
-#: Workers a submission may lose to faults outside it before its grading is the grader's
-#: failure (graded again on the next run) rather than retried once more.
-MAX_HOST_FAULTS = 3
+#: Workers one request may lose in a row to faults outside the submission, and workers one
+#: submission may lose in all (each retry replays what the lost worker served), before its
+#: grading is the grader's failure (graded again on the next run). Never the student's: a
+#: fault outside the submission only ever costs a retry.
+MAX_FAULTS_PER_REQUEST = 3
+MAX_HOST_FAULTS = 12
 #: Signals a worker gets by its own doing: a crash in its code or one of its own limits (CPU
 #: time: SIGXCPU, file size: SIGXFSZ). Any other signal came from outside it (SIGKILL: the
 #: kernel's out-of-memory killer, a control group's memory cap, an operator).
@@ -160,6 +163,7 @@ class IsolatedSubmission(Submission):
         self._unavailable = ""
         self._journal = _Journal()
         self._rebuild = False  # the next worker is brought to the lost one's state
+        self._host_faults = 0  # workers lost to faults outside the submission
         #: What happened on the grader's side while grading it (a worker lost to a fault
         #: outside it and retried, a template started again): such a grade is not kept.
         self.grader_events: list[str] = []
@@ -208,7 +212,8 @@ class IsolatedSubmission(Submission):
             ) from None
         self._seq += 1
         timeout = min(self.limits.call_timeout, remaining)
-        for attempt in (1, 2):
+        faults = 0  # this request's workers lost to faults outside the submission
+        while True:
             began = time.monotonic()
             try:
                 reply = self._exchange(encoded, timeout)
@@ -231,13 +236,12 @@ class IsolatedSubmission(Submission):
                 raise _error("TimeoutError", message) from None
             except _WorkerEnded as ended:
                 self._stop()
-                if not ended.own and attempt == 1:
+                if not ended.own:
+                    faults += 1
                     self._deadline += time.monotonic() - began  # the grader's loss
-                    self._rebuild_after(ended, label)
+                    self._rebuild_after(ended, label, faults)
                     continue
-                again = (
-                    " again, after a retry in a fresh process" if attempt == 2 else ""
-                )
+                again = " again, after a retry in a fresh process" if faults else ""
                 self._refused[label] = (
                     "ProcessExit",
                     f"{label} ended the submission's process earlier ({ended}{again}), "
@@ -274,18 +278,24 @@ class IsolatedSubmission(Submission):
         self._journal.add(self._seq, encoded)
         return reply
 
-    def _rebuild_after(self, ended: _WorkerEnded, label: str) -> None:
-        """A worker lost to a fault outside the submission: note it, and have the request run
-        again in a fresh worker brought to the lost one's state. Past ``MAX_HOST_FAULTS``, or
-        with a journal too long to keep, the grading is the grader's failure instead."""
+    def _rebuild_after(self, ended: _WorkerEnded, label: str, in_a_row: int) -> None:
+        """A worker lost to a fault outside the submission (``in_a_row``-th on this request):
+        note it, and have the request run again in a fresh worker brought to the lost one's
+        state. Past ``MAX_FAULTS_PER_REQUEST`` or ``MAX_HOST_FAULTS``, or with a journal too
+        long to keep, the grading is the grader's failure instead: the student pays nothing."""
         self.grader_events.append(
             f"the submission's process {ended} during {label}, which its own code did not "
             "do: the request was run again in a fresh process and this cost no points"
         )
-        if len(self.grader_events) > MAX_HOST_FAULTS or self._journal.overflowed:
+        self._host_faults += 1
+        if (
+            in_a_row > MAX_FAULTS_PER_REQUEST
+            or self._host_faults > MAX_HOST_FAULTS
+            or self._journal.overflowed
+        ):
             self._unavailable = (
                 f"the sandbox lost the submission's process to faults outside it "
-                f"({len(self.grader_events)} times; the last: {ended} during {label})"
+                f"({self._host_faults} times; the last: {ended} during {label})"
             )
             raise SandboxUnavailable(self._unavailable)
         self._rebuild = True

@@ -120,6 +120,62 @@ def test_a_worker_killed_from_outside_mid_request_is_retried(
     assert "SIGKILL" in row["problems"]
 
 
+def kill_on_plan(monkeypatch, plan: list[str]) -> list[str]:
+    """SIGKILL the worker at each step ``plan`` names, in order, before it can answer:
+    ``"struck"``, as request ``STRUCK`` is about to be sent to it; ``"replay"``, as a fresh
+    worker is about to be brought back to the lost one's state. The list returned fills with
+    the kills made."""
+    made: list[str] = []
+
+    def kill_if(step: str, submission) -> None:
+        if len(made) < len(plan) and plan[len(made)] == step:
+            made.append(step)
+            os.kill(host_pid(submission._pid), signal.SIGKILL)
+
+    client = sandbox.IsolatedSubmission
+    exchange, send_by, replay = client._exchange, client._send_by, client._replay
+    struck: list = []  # request STRUCK as encoded
+
+    def exchanging(self, encoded, timeout):
+        if self._seq == STRUCK:
+            struck[:] = [encoded]
+        return exchange(self, encoded, timeout)
+
+    def sending(self, encoded, deadline):
+        if struck and encoded is struck[0]:
+            kill_if("struck", self)
+        return send_by(self, encoded, deadline)
+
+    def replaying(self):
+        kill_if("replay", self)
+        return replay(self)
+
+    monkeypatch.setattr(client, "_exchange", exchanging)
+    monkeypatch.setattr(client, "_send_by", sending)
+    monkeypatch.setattr(client, "_replay", replaying)
+    return made
+
+
+def test_repeated_kills_of_one_request_and_its_replay_cost_nothing(
+    reference, clean, monkeypatch
+):
+    """Kills from outside are never the student's, however often they land on one request
+    (and on the replay that brings a fresh worker back), up to ``MAX_FAULTS_PER_REQUEST``."""
+    plan = ["struck", "replay", "struck"]
+    assert len(plan) == sandbox.MAX_FAULTS_PER_REQUEST
+    made = kill_on_plan(monkeypatch, plan)
+    graded = graded_with(reference)
+    assert made == plan and outcomes(graded) == outcomes(clean)
+    assert len(graded.grader_events) == len(plan)
+
+
+def test_one_kill_more_is_the_graders_failure_not_the_students(reference, monkeypatch):
+    made = kill_on_plan(monkeypatch, ["struck"] * (sandbox.MAX_FAULTS_PER_REQUEST + 1))
+    graded = grade.grade_one("reference", reference, SETTINGS)
+    assert len(made) == sandbox.MAX_FAULTS_PER_REQUEST + 1
+    assert graded.failed and "faults outside it" in graded.detail
+
+
 def test_a_kill_with_the_request_unread_is_retried(reference, clean, monkeypatch):
     """The worker stopped, then killed with the request in its socket: a connection reset."""
 
