@@ -374,6 +374,10 @@ class IsolatedSubmission(Submission):
             hello = self._receive(deadline, hello=True)
         except _WorkerEnded as ended:  # no student code runs before the hello
             self._stop()
+            if (
+                not ended.own
+            ):  # killed from outside as it started: retried as any such fault
+                raise
             self._unavailable = f"the sandbox's worker {ended} before it could serve"
             raise SandboxUnavailable(self._unavailable) from None
         if type(hello) is not dict or type(hello.get("root")) is not str:

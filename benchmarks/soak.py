@@ -93,6 +93,12 @@ def main() -> None:
                         _had_events(out / name) for name in rows
                     ),
                     "exit_status": grading.returncode,
+                    # why each copy that lost points lost them
+                    "lost": {
+                        name: r["problems"]
+                        for name, r in rows.items()
+                        if int(r["score"]) != TOTAL_POINTS
+                    },
                     "seconds": round(seconds, 1),
                     "load_average": [round(x, 2) for x in os.getloadavg()],
                 }

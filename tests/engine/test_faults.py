@@ -122,9 +122,9 @@ def test_a_worker_killed_from_outside_mid_request_is_retried(
 
 def kill_on_plan(monkeypatch, plan: list[str]) -> list[str]:
     """SIGKILL the worker at each step ``plan`` names, in order, before it can answer:
-    ``"struck"``, as request ``STRUCK`` is about to be sent to it; ``"replay"``, as a fresh
-    worker is about to be brought back to the lost one's state. The list returned fills with
-    the kills made."""
+    ``"struck"``, as request ``STRUCK`` is about to be sent to it; ``"starting"``, as a fresh
+    worker's hello is awaited; ``"replay"``, as a fresh worker is about to be brought back to
+    the lost one's state. The list returned fills with the kills made."""
     made: list[str] = []
 
     def kill_if(step: str, submission) -> None:
@@ -134,6 +134,7 @@ def kill_on_plan(monkeypatch, plan: list[str]) -> list[str]:
 
     client = sandbox.IsolatedSubmission
     exchange, send_by, replay = client._exchange, client._send_by, client._replay
+    receive = client._receive
     struck: list = []  # request STRUCK as encoded
 
     def exchanging(self, encoded, timeout):
@@ -146,6 +147,11 @@ def kill_on_plan(monkeypatch, plan: list[str]) -> list[str]:
             kill_if("struck", self)
         return send_by(self, encoded, deadline)
 
+    def receiving(self, deadline, hello=False, seq=0):
+        if hello:
+            kill_if("starting", self)
+        return receive(self, deadline, hello=hello, seq=seq)
+
     def replaying(self):
         kill_if("replay", self)
         return replay(self)
@@ -153,6 +159,7 @@ def kill_on_plan(monkeypatch, plan: list[str]) -> list[str]:
     monkeypatch.setattr(client, "_exchange", exchanging)
     monkeypatch.setattr(client, "_send_by", sending)
     monkeypatch.setattr(client, "_replay", replaying)
+    monkeypatch.setattr(client, "_receive", receiving)
     return made
 
 
@@ -160,8 +167,9 @@ def test_repeated_kills_of_one_request_and_its_replay_cost_nothing(
     reference, clean, monkeypatch
 ):
     """Kills from outside are never the student's, however often they land on one request
-    (and on the replay that brings a fresh worker back), up to ``MAX_FAULTS_PER_REQUEST``."""
-    plan = ["struck", "replay", "struck"]
+    (and on the fresh worker that takes it up, as it starts or replays), up to
+    ``MAX_FAULTS_PER_REQUEST``."""
+    plan = ["struck", "starting", "replay"]
     assert len(plan) == sandbox.MAX_FAULTS_PER_REQUEST
     made = kill_on_plan(monkeypatch, plan)
     graded = graded_with(reference)
