@@ -13,9 +13,10 @@ a worker could write to. A request that runs past its wall time, or a worker tha
 a ``StudentError`` for that request; the next request gets a fresh worker (objects of the old one
 are gone). A worker that dies of something it did not do (a signal from outside it, such as the
 out-of-memory killer's SIGKILL; a lost connection; a lost template) is the grader's fault: the
-request runs again, once, in a fresh worker brought to the lost one's state by replaying the
-requests it served, and only a repeat counts against the submission (``grader_events`` records
-each such fault). Hangs are counted per function (``autograder.hangs``); a request that ended the
+request runs again in a fresh worker brought to the lost one's state by replaying the requests
+it served, and it never counts against the submission (``grader_events`` records each such
+fault; past ``MAX_FAULTS_PER_REQUEST`` or ``MAX_HOST_FAULTS`` the grading is the grader's
+failure). Hangs are counted per function (``autograder.hangs``); a request that ended the
 worker is not run again, and once the submission's total time is spent every request fails
 fast, so one hang never blocks a batch.
 """

@@ -121,7 +121,9 @@ def _killer(every: float, stop: threading.Event, kills: list[int]) -> None:
 
 def _workers() -> list[int]:
     """Processes forked from a sandbox template: a fork keeps its parent's command line,
-    and the template's own parent (bubblewrap, or the grading process) has another."""
+    and the template's own parent (bubblewrap, or the grading process) has another. Not
+    bubblewrap's own process inside the sandbox, a fork of bubblewrap: that would be a kill
+    of the whole sandbox, which ``tests/engine/test_faults.py`` covers."""
     commands, parents = {}, {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -134,7 +136,9 @@ def _workers() -> list[int]:
     return [
         int(pid)
         for pid, command in commands.items()
-        if b"template_main" in command and commands.get(parents[pid]) == command
+        if b"template_main" in command
+        and commands.get(parents[pid]) == command
+        and not command.split(b"\0")[0].endswith(b"bwrap")
     ]
 
 
