@@ -100,10 +100,10 @@ def _grade_batch(
     """Grade what changed since its last grade; write grades, gradebook and class report; the
     number of submissions the grader failed on. With ``--shard``, ``found`` is the shard's
     part of the names in ``batch``: its grades and manifest only, for ``merge``."""
-    from autograder import boundary, classreport, grade, report, safe_text
+    from autograder import classreport, grade, report, safe_text, sandbox
     from autograder.progress import BatchProgress
 
-    console.print("[bold]protections in force:[/] " + "; ".join(boundary.protections()))
+    console.print("[bold]protections in force:[/] " + "; ".join(sandbox.protections()))
     suite = grade.suite_digest(settings)
     names = [n for n, _ in found]
     if args.shard:

@@ -137,14 +137,12 @@ def _new_session(settings: Settings) -> SuiteSession:
         args += ["-k", settings.keyword]
     if not settings.isolate:
         return SuiteSession(args, [_PartProgress()])
-    from autograder import template_client
-
-    # It boots while this process imports torch and collects.
-    template_client.start(
-        optimizers=_whole_suite(settings), gpu=settings.device.startswith("cuda")
-    )
     from autograder import sandbox
 
+    # It boots while this process imports torch and collects.
+    sandbox.start_template(
+        optimizers=_whole_suite(settings), gpu=settings.device.startswith("cuda")
+    )
     limits = sandbox.Limits(hidden=list(settings.hidden_paths))
     if settings.call_timeout is not None:
         limits.call_timeout = settings.call_timeout
@@ -160,10 +158,10 @@ def _whole_suite(settings: Settings) -> bool:
 
 class _ReadyOptimizers:
     """Once a subset of the suite is collected: if a selected test trains, the template readies
-    torch.optim before its first worker (``template_client.ready_optimizers``)."""
+    torch.optim before its first worker (``sandbox.ready_optimizers``)."""
 
     def pytest_collection_finish(self, session):
-        from autograder import template_client
+        from autograder import sandbox
 
         # Every graded test's part is in PARTS: collection has checked it (autograder/plugin.py).
         if any(
@@ -171,7 +169,7 @@ class _ReadyOptimizers:
             for item in session.items
             if (m := item.get_closest_marker("part"))
         ):
-            template_client.ready_optimizers()
+            sandbox.ready_optimizers()
 
 
 # What this process is grading ------------------------------------------------------------------
@@ -344,10 +342,10 @@ def _init_process(settings: Settings) -> None:
     """Ready a grading process: the template first (it imports torch in a process of its own
     while this one goes on), then one torch thread here (the jobs share the cores)."""
     global _SETTINGS
-    from autograder import template_client
+    from autograder import sandbox
 
     if settings.isolate:
-        template_client.start(
+        sandbox.start_template(
             optimizers=_whole_suite(settings), gpu=settings.device.startswith("cuda")
         )
     import torch

@@ -97,7 +97,7 @@ def results_problems(results: dict) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    from autograder import boundary, safe_text
+    from autograder import safe_text, sandbox
 
     results = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     problems = results_problems(results)
@@ -107,7 +107,7 @@ def main(argv: list[str]) -> int:
         return 1
     print(f"smoke grade: {len(results['tests'])} tests, results.json well formed")
     print("protections in force:")
-    for protection in boundary.protections():
+    for protection in sandbox.protections():
         print(f"  - {protection}")
     return 0
 

@@ -41,7 +41,7 @@ import torch
 from autograder.executor import InProcessSubmission
 from autograder.points import PACKAGE
 from autograder.release import SOLUTIONS
-from autograder.sandbox import IsolatedSubmission
+from autograder.sandbox.client import IsolatedSubmission
 
 SDPA = "attention.scaled_dot_product_attention"
 #: The kinds timed both in a loop and after an eviction, whose extra per request is reported.

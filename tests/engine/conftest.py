@@ -14,7 +14,7 @@ from autograder import cli, zoo
 from autograder.executor import InProcessSubmission
 from autograder.points import PACKAGE, TOTAL_POINTS
 from autograder.release import SOLUTIONS
-from autograder.sandbox import IsolatedSubmission
+from autograder.sandbox.client import IsolatedSubmission
 from autograder.zoo import examples
 from autograder.zoo.mutants import CATALOGUE, Mutant, apply
 

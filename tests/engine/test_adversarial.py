@@ -32,8 +32,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import boundary, cli, confine
+from autograder import cli
 from autograder.points import PACKAGE, PARTS
+from autograder.sandbox import bubblewrap, confine
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
@@ -166,7 +167,7 @@ def graded(tmp_path_factory):
 
 
 def _grade_batch(tmp_path_factory):
-    assert boundary.bwrap_path(), (
+    assert bubblewrap.bwrap_path(), (
         "no bubblewrap boundary here (bwrap missing, or namespaces forbidden): these "
         "attacks would reach the host; install it (apt-get install -y bubblewrap)"
     )

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cli, grade, report, sandbox, template_client
+from autograder import cli, grade, report
 from autograder.points import PACKAGE
 from autograder.release import SOLUTIONS
+from autograder.sandbox import client as sandbox
+from autograder.sandbox import template_client
 
 #: A few part-7 tests whose requests build a CharLM, load weights into it and run it: a
 #: fault in their middle leaves the grading side holding handles to the lost worker's objects.

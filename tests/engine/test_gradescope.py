@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder import boundary, cli, gradescope
+from autograder import cli, gradescope
 from autograder.points import PACKAGE, PARTS
 from autograder.release import SOLUTIONS
+from autograder.sandbox import bubblewrap
 from autograder.zoo.mutants import apply
 
 from .conftest import KEYWORD, MUTANT
@@ -118,9 +119,11 @@ def test_the_zip_holds_what_gradescope_runs_and_no_reference(source):
     )  # the stubs, for the smoke grade
 
 
-@pytest.mark.skipif(boundary.bwrap_path() is None, reason="no bubblewrap boundary here")
+@pytest.mark.skipif(
+    bubblewrap.bwrap_path() is None, reason="no bubblewrap boundary here"
+)
 def test_the_unpacked_grader_gets_the_bubblewrap_boundary(source):
-    probe = "from autograder import boundary; print(boundary.bwrap_path() is not None)"
+    probe = "from autograder.sandbox import bubblewrap; print(bubblewrap.bwrap_path() is not None)"
     found = subprocess.run(
         [sys.executable, "-c", probe],
         cwd=source,

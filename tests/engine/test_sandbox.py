@@ -23,19 +23,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from autograder import (
-    boundary,
-    confine,
-    hangs,
-    intake,
-    sandbox,
-    template,
-    template_client,
-)
+from autograder import intake
 from autograder.points import PACKAGE
 from autograder.protocol import StudentError, expect_student_error
 from autograder.runner import SandboxUnavailable
-from autograder.sandbox import IsolatedSubmission, Limits
+from autograder.sandbox import bubblewrap, confine, hangs, template, template_client
+from autograder.sandbox import client as sandbox
+from autograder.sandbox.client import IsolatedSubmission, Limits
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -305,7 +299,7 @@ def test_student_code_is_an_unprivileged_uid_without_capabilities_or_network(tmp
     assert found["uid"] >= confine.UID_BASE
     assert set(found["capabilities"]) == {"0"}
     assert found["read"] is False
-    if boundary.bwrap_path():
+    if bubblewrap.bwrap_path():
         assert found["network"] is False  # its own network namespace
 
 
@@ -658,7 +652,7 @@ def _in_a_domain(probe):
     pid = os.fork()
     if pid == 0:
         try:
-            took_hold = confine.keep_to_itself()
+            took_hold = confine.enter_landlock_domain()
             os.write(writer, json.dumps([took_hold, probe()]).encode())
         finally:
             os._exit(0)
@@ -671,14 +665,16 @@ def _in_a_domain(probe):
 
 
 @pytest.mark.skipif(
-    not boundary.bwrap_path(), reason="bubblewrap cannot run on this machine"
+    not bubblewrap.bwrap_path(), reason="bubblewrap cannot run on this machine"
 )
 def test_the_boundary_shows_only_python_and_the_engine(tmp_path):
     code = "import os\n\n\ndef listing(path):\n    return sorted(os.listdir(path))\n"
     with IsolatedSubmission(submission(tmp_path, masks=code)) as hw:
-        engine = hw.call("masks.listing", f"{boundary.ENGINE_MOUNT}/autograder")
-        assert "sandbox.py" in engine
-        assert hw.call("masks.listing", f"{boundary.ENGINE_MOUNT}/autograder/zoo") == []
+        engine = hw.call("masks.listing", f"{bubblewrap.ENGINE_MOUNT}/autograder")
+        assert "sandbox" in engine and "grade.py" in engine
+        assert (
+            hw.call("masks.listing", f"{bubblewrap.ENGINE_MOUNT}/autograder/zoo") == []
+        )
         # Private to the worker: its own folder, and the way to Python where that is in /tmp.
         python = [Path(p) for p in (sys.prefix, sys.base_prefix)]
         ways = {p.parts[2] for p in python if p.parts[:2] == ("/", "tmp")}
@@ -688,13 +684,13 @@ def test_the_boundary_shows_only_python_and_the_engine(tmp_path):
 
 
 @pytest.mark.skipif(
-    not boundary.bwrap_path(), reason="bubblewrap cannot run on this machine"
+    not bubblewrap.bwrap_path(), reason="bubblewrap cannot run on this machine"
 )
 def test_the_boundary_names_a_user_though_its_view_has_no_passwd():
     """Some torch releases build a cache folder's name from getpass.getuser() when
     torch._dynamo is imported (the template does): with no user database in the view and
     none named by the environment, that raised and the template died at every start."""
-    argv, _ = boundary.command("import getpass; print(getpass.getuser())")
+    argv, _ = bubblewrap.command("import getpass; print(getpass.getuser())")
     env = {k: v for k, v in os.environ.items() if k not in ("LOGNAME", "USER")}
     run = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     assert (run.returncode, run.stdout.strip()) == (0, "autograder"), run.stderr
@@ -706,20 +702,20 @@ def test_only_a_gpu_grading_sees_the_hosts_gpu_device_nodes(tmp_path, monkeypatc
     nodes only where ROCm's compute node is (CUDA needs none)."""
     for name in ("nvidiactl", "nvidia0", "nvidia-uvm", "dri"):
         (tmp_path / name).touch()
-    monkeypatch.setattr(boundary, "NVIDIA_NODES", f"{tmp_path}/nvidia*")
-    monkeypatch.setattr(boundary, "ROCM_NODE", f"{tmp_path}/kfd")
-    monkeypatch.setattr(boundary, "ROCM_RENDER", f"{tmp_path}/dri")
+    monkeypatch.setattr(bubblewrap, "NVIDIA_NODES", f"{tmp_path}/nvidia*")
+    monkeypatch.setattr(bubblewrap, "ROCM_NODE", f"{tmp_path}/kfd")
+    monkeypatch.setattr(bubblewrap, "ROCM_RENDER", f"{tmp_path}/dri")
 
     def bound(args):
         return [args[i + 1] for i, a in enumerate(args) if a == "--dev-bind"]
 
     nvidia = sorted(str(tmp_path / n) for n in ("nvidiactl", "nvidia0", "nvidia-uvm"))
-    assert bound(boundary.arguments()) == []
-    args = boundary.arguments(gpu=True)
+    assert bound(bubblewrap.arguments()) == []
+    args = bubblewrap.arguments(gpu=True)
     assert bound(args) == nvidia
     assert args.index("--dev") < args.index("--dev-bind")
     (tmp_path / "kfd").touch()
-    assert bound(boundary.arguments(gpu=True)) == sorted(
+    assert bound(bubblewrap.arguments(gpu=True)) == sorted(
         [*nvidia, str(tmp_path / "kfd"), str(tmp_path / "dri")]
     )
 
@@ -752,7 +748,7 @@ def test_a_template_that_hangs_as_it_starts_is_the_sandbox_unavailable(monkeypat
     """A template stuck before it answers (an import hanging on a network mount, say) must not
     hold grading forever: it is killed, and so is its replacement."""
     monkeypatch.setattr(
-        template_client.boundary,
+        template_client.bubblewrap,
         "command",
         lambda code, gpu=False: (
             [sys.executable, "-c", "import time; time.sleep(600)"],
@@ -891,7 +887,7 @@ def test_a_forged_stack_dump_counts_no_hang():
 
 
 def test_a_template_that_died_is_replaced_without_cost_to_the_next_submission(tmp_path):
-    from autograder import template_client
+    from autograder.sandbox import template_client
 
     with IsolatedSubmission(submission(tmp_path)) as hw:
         assert hw.call("masks.causal_mask", 2).shape == (2, 2)

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder import grade, template_client
+from autograder import grade
 from autograder.release import SOLUTIONS
 from autograder.runner import SuiteError, SuiteSession, run_suite
-from autograder.sandbox import Limits, LimitsPlugin
+from autograder.sandbox import template_client
+from autograder.sandbox.client import Limits, LimitsPlugin
 from autograder.zoo.mutants import CATALOGUE, apply
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,7 +86,7 @@ def test_a_sandbox_that_cannot_start_is_the_graders_failure_not_a_zero(monkeypat
         started.append(code)
         return [sys.executable, "-c", dies], ""
 
-    monkeypatch.setattr(template_client.boundary, "command", command)
+    monkeypatch.setattr(template_client.bubblewrap, "command", command)
     monkeypatch.setattr(template_client, "_TEMPLATE", None)
     monkeypatch.setattr(template_client, "_GPU", False)
     monkeypatch.setattr(grade, "_SESSIONS", {})

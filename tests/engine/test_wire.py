@@ -13,8 +13,8 @@ import time
 import pytest
 import torch
 
-from autograder import wire
 from autograder.protocol import ErrorInfo, Handle, HandleRef
+from autograder.sandbox import wire
 
 CPU = torch.device("cpu")
 

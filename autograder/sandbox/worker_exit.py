@@ -1,5 +1,5 @@
 """The statuses a sandboxed worker exits with on its own, shared by the template that makes
-them (``autograder.template``) and the grading side that reads them (``autograder.sandbox``):
+them (``autograder.sandbox.template``) and the grading side that reads them (``autograder.sandbox.client``):
 here, so that neither imports the other for them."""
 
 #: It ended before it was confined: no student code ran, the grader's failure.

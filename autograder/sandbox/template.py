@@ -2,7 +2,7 @@
 
 Why a template: importing torch costs seconds, a fork costs milliseconds. One template per
 grading process (started by ``autograder.sandbox`` inside the bubblewrap boundary of
-``autograder.boundary``) imports torch and the executor, runs no torch op (a forked OpenMP/MKL
+``autograder.sandbox.bubblewrap``) imports torch and the executor, runs no torch op (a forked OpenMP/MKL
 thread pool can hang) and never touches CUDA; it forks one worker per submission (and a fresh one
 after a worker died) and reports when a worker ends.
 
@@ -10,7 +10,7 @@ Each worker, still privileged (as root, or without root in a user namespace of i
 takes mount and IPC namespaces of its own with fresh, size-capped ``/tmp`` and ``/dev/shm``
 (nothing a student leaves there, files or shared memory, outlives the worker or reaches the
 next one), makes its folder there and writes the submission's files into it (they arrive over
-its socket), then confines itself (``autograder.confine``: its own session, output to
+its socket), then confines itself (``autograder.sandbox.confine``: its own session, output to
 ``/dev/null``, a clean environment, a fresh uid chosen by the grading side (as root) and no
 capabilities, resource limits, a system-call filter, a Landlock domain) before any student code
 runs. Root never opens, changes or removes a path a worker could have written; a worker's
@@ -37,10 +37,11 @@ from pathlib import Path
 
 import torch
 
-from autograder import confine, hangs, intake, wire
+from autograder import intake
 from autograder.points import PACKAGE
 from autograder.protocol import ErrorInfo
-from autograder.worker_exit import BROKEN, HUNG_UP, UNCONFINED
+from autograder.sandbox import confine, hangs, wire
+from autograder.sandbox.worker_exit import BROKEN, HUNG_UP, UNCONFINED
 
 #: Writable folders a worker without namespaces of its own shares with the others.
 SCRATCH = ("/tmp", "/dev/shm")
@@ -281,7 +282,7 @@ def _worker_main(
     layers: tuple[bool, ...],
 ) -> None:
     """Take namespaces and the submission's files, confine this process, then serve requests."""
-    from autograder.sandbox import Limits
+    from autograder.sandbox.client import Limits
 
     try:
         limits = Limits(**config["limits"])
@@ -363,7 +364,7 @@ def _needed_folders() -> list[str]:
 
 def _write_files(sock: socket.socket, root: Path) -> None:
     """The first message: the package's files, ``{"files": {file name: bytes}, "bytecode":
-    {file name: compiled code}}`` as uint8 tensors (``autograder.sandbox._read_package``),
+    {file name: compiled code}}`` as uint8 tensors (``autograder.sandbox.client._read_package``),
     written by root into a fresh folder (read-only for the student). The code is what staging
     compiled: the student's imports use it instead of compiling again, only while it matches
     its file."""

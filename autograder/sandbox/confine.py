@@ -1,12 +1,12 @@
 """How a sandbox worker confines itself before it runs student code (Linux).
 
 This is the inner layer: it separates the workers of one grading process from each other and
-from the template, inside the outer boundary (``autograder.boundary``). Each step closes one way
+from the template, inside the outer boundary (``autograder.sandbox.bubblewrap``). Each step closes one way
 out: its own session (the template can kill the whole group), output to ``/dev/null`` (prints
 cannot block or reach the protocol socket), no inherited environment, a fresh unprivileged uid
 per worker with an empty capability bounding set and ``no_new_privs`` (as root), resource
-limits, a system-call filter (``refuse_kernel_entry_points``) and a Landlock domain of its own
-(``keep_to_itself``). Without bubblewrap, as root, a private mount namespace also covers
+limits, a system-call filter (``install_seccomp_filter``) and a Landlock domain of its own
+(``enter_landlock_domain``). Without bubblewrap, as root, a private mount namespace also covers
 the reference, the tests and the batch.
 ``worker_protections`` says which of these a run has.
 """
@@ -46,7 +46,7 @@ _MS_REMOUNT, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = (
 #: name them): every use of these calls, and clone or unshare asking for a new user namespace.
 #: The ptrace family matters where workers share the grader's uid (not root): none may reach
 #: into the template or another worker (``/proc/<pid>/mem``, which a filter cannot see, is
-#: ``keep_to_itself``'s). clone3 passes its flags in memory, where a filter cannot read
+#: ``enter_landlock_domain``'s). clone3 passes its flags in memory, where a filter cannot read
 #: them; it fails as if the kernel lacked it, and the C library then uses clone.
 REFUSED_CALLS = {
     "x86_64": {
@@ -163,7 +163,7 @@ def _filter_program(machine: str) -> list[tuple[int, int, int, int]]:
     return program
 
 
-def refuse_kernel_entry_points() -> bool:
+def install_seccomp_filter() -> bool:
     """Install the worker's system-call filter (seccomp) on all its threads, for good; ``False``
     where this machine or kernel has none. It refuses what a user namespace (capabilities over
     mounts and networking) and a few rarely needed kernel interfaces offer an exploit of the
@@ -185,7 +185,7 @@ def refuse_kernel_entry_points() -> bool:
     )
 
 
-#: Landlock's calls (one number on every machine) and what ``keep_to_itself`` asks of it.
+#: Landlock's calls (one number on every machine) and what ``enter_landlock_domain`` asks of it.
 _LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
 _LANDLOCK_CREATE_RULESET_VERSION, _LANDLOCK_RULE_PATH_BENEATH = 1, 1
 _LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, _LANDLOCK_SCOPE_SIGNAL = 1, 2
@@ -219,7 +219,7 @@ class _LandlockPathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def keep_to_itself() -> bool:
+def enter_landlock_domain() -> bool:
     """Give this process a Landlock domain of its own, for good; ``False`` where the kernel has
     no Landlock. Its threads and children then
 
@@ -293,7 +293,7 @@ def _landlock_version() -> int:
 
 
 #: The layers a worker puts on itself last, each a call that returns whether it took hold.
-KERNEL_LAYERS = (refuse_kernel_entry_points, keep_to_itself)
+KERNEL_LAYERS = (install_seccomp_filter, enter_landlock_domain)
 
 
 def available_kernel_layers() -> tuple[bool, ...]:

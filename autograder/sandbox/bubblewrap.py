@@ -1,6 +1,6 @@
-"""The outer boundary around all student code of a grading process: bubblewrap.
+"""The outer boundary around all student code of a grading process: boundary.
 
-The sandbox's template process (``autograder.template``) and every worker it forks live inside
+The sandbox's template process (``autograder.sandbox.template``) and every worker it forks live inside
 one ``bwrap`` (the sandbox behind Flatpak), so what separates the grading host from student code
 is a proven tool, not our own namespace code:
 
@@ -16,7 +16,7 @@ is a proven tool, not our own namespace code:
 
 Where bubblewrap cannot run (not installed, no root and no user namespaces, a container whose
 seccomp profile forbids namespaces) the template runs on the host and the per-worker layer of
-``autograder.confine`` is all there is; ``protections()`` says which case applies.
+``autograder.sandbox.confine`` is all there is; ``protections()`` says which case applies.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-ENGINE = Path(__file__).resolve().parent
+ENGINE = Path(__file__).resolve().parents[1]
 #: Where the engine appears inside the boundary (the checkout's path tells student code nothing).
 ENGINE_MOUNT = "/opt/autograder-engine"
 #: Size caps of the private writable folders (tmpfs: their bytes are memory).
@@ -159,7 +159,7 @@ def _python_paths() -> list[str]:
 
 def protections() -> list[str]:
     """What stands between student code and the grading host in this run, in plain words."""
-    from autograder import confine
+    from autograder.sandbox import confine
 
     if bwrap_path() is not None:
         where = [
@@ -199,7 +199,7 @@ class ControlGroups:
 
     Best effort: where the hierarchies are missing or read-only (no root, cgroup v2 without
     delegated controllers) nothing is limited here, and the per-worker resource limits of
-    ``autograder.confine`` are what bounds a submission.
+    ``autograder.sandbox.confine`` are what bounds a submission.
     """
 
     def __init__(self, name: str):

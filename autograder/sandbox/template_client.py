@@ -18,8 +18,8 @@ import subprocess
 import tempfile
 import time
 
-from autograder import boundary
 from autograder.runner import SandboxUnavailable
+from autograder.sandbox import bubblewrap
 
 _templates = itertools.count()
 #: How much of the template's last output a failure to start quotes.
@@ -37,14 +37,14 @@ class TemplateClient:
     def __init__(self, optimizers: bool, gpu: bool):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = "import sys; sys.path.insert(0, {engine!r}); " + (
-            "from autograder.template import template_main; "
+            "from autograder.sandbox.template import template_main; "
             f"template_main({theirs.fileno()}, {optimizers!r})"
         )
-        argv, engine = boundary.command(code, gpu)
+        argv, engine = bubblewrap.command(code, gpu)
         argv[-1] = argv[-1].format(engine=engine)
         # Its output, quoted when it cannot start (torch's import failing in the boundary, say).
         self.output = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the template
-        self.groups = boundary.ControlGroups(
+        self.groups = bubblewrap.ControlGroups(
             f"autograder-{os.getpid()}-{next(_templates)}"
         )
         try:

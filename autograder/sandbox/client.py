@@ -2,12 +2,12 @@
 
 Why a process: student code can exit, hang, fork, flood output or patch torch; none of that may
 reach the process that compares results and decides a grade. The grading side sends requests
-(``autograder.protocol``) as plain data over a socket (``autograder.wire``) and gets plain data
+(``autograder.protocol``) as plain data over a socket (``autograder.sandbox.wire``) and gets plain data
 back, within bounds: every reply has an absolute deadline and a size cap, and a submission's
 replies together have a byte budget.
 
-The student side is ``autograder.template``: one template process per grading process, inside
-the bubblewrap boundary of ``autograder.boundary``, forks one worker per submission. The
+The student side is ``autograder.sandbox.template``: one template process per grading process, inside
+the bubblewrap boundary of ``autograder.sandbox.bubblewrap``, forks one worker per submission. The
 submission's files travel to the worker over its socket; the grading side never stages a copy
 a worker could write to. A request that runs past its wall time, or a worker that dies, becomes
 a ``StudentError`` for that request; the next request gets a fresh worker (objects of the old one
@@ -16,7 +16,7 @@ out-of-memory killer's SIGKILL; a lost connection; a lost template) is the grade
 request runs again in a fresh worker brought to the lost one's state by replaying the requests
 it served, and it never counts against the submission (``grader_events`` records each such
 fault; past ``MAX_FAULTS_PER_REQUEST`` or ``MAX_HOST_FAULTS`` the grading is the grader's
-failure). Hangs are counted per function (``autograder.hangs``); a request that ended the
+failure). Hangs are counted per function (``autograder.sandbox.hangs``); a request that ended the
 worker is not run again, and once the submission's total time is spent every request fails
 fast, so one hang never blocks a batch.
 """
@@ -39,15 +39,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import (
-    boundary,
-    confine,
-    hangs,
-    intake,
-    template_client,
-    wire,
-    worker_exit,
-)
+from autograder import intake
 from autograder.forbidden import Violation
 from autograder.points import MODULES, PACKAGE
 from autograder.protocol import (
@@ -58,8 +50,16 @@ from autograder.protocol import (
     Submission,
 )
 from autograder.runner import SandboxUnavailable
+from autograder.sandbox import (
+    bubblewrap,
+    confine,
+    hangs,
+    template_client,
+    wire,
+    worker_exit,
+)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 #: Folders of the repository student code must never read; only needed where there is no
 #: bubblewrap boundary (its view never has them). The bug zoo quotes the reference.
 SECRET_DIRS = ("solutions", "tests", ".git", "examples", "autograder/zoo")
@@ -335,7 +335,7 @@ class IsolatedSubmission(Submission):
             "device": str(self.device),
             "limits": asdict(self.limits),
             "hidden": []
-            if boundary.bwrap_path()
+            if bubblewrap.bwrap_path()
             else _hidden_paths(self.limits.hidden),
             "uid": _next_uid(),
             "cpu": cpu,
