@@ -341,7 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--jobs", type=int, default=1, help="submissions graded in parallel"
     )
     grade.add_argument(
-        "--timeout", type=float, help="seconds per call of student code (default 60)"
+        "--timeout",
+        type=float,
+        help="seconds per call of student code, less any wait for a CPU (default 60)",
     )
     grade.add_argument(
         "--force",

@@ -77,6 +77,10 @@ MAX_JOURNAL_BYTES = 64 << 20
 #: fault outside the submission only ever costs a retry.
 MAX_FAULTS_PER_REQUEST = 3
 MAX_HOST_FAULTS = 12
+#: A request's time limit is moved on by the time its worker spent ready to run but waiting
+#: for a CPU (a busy host's delay, not the student's: ``_ReadyWait``), up to this many times
+#: the limit in all.
+MAX_STRETCH = 10
 #: Signals a worker gets by its own doing: a crash in its code or one of its own limits (CPU
 #: time: SIGXCPU, file size: SIGXFSZ). Any other signal came from outside it (SIGKILL: the
 #: kernel's out-of-memory killer, a control group's memory cap, an operator).
@@ -165,6 +169,9 @@ class IsolatedSubmission(Submission):
         self._journal = _Journal()
         self._rebuild = False  # the next worker is brought to the lost one's state
         self._host_faults = 0  # workers lost to faults outside the submission
+        self._ready_wait = _ReadyWait()
+        # The wait in progress: (when it began, seconds allowed, the worker's wait for a CPU then)
+        self._timed = (0.0, 0.0, 0.0)
         #: What happened on the grader's side while grading it (a worker lost to a fault
         #: outside it and retried, a template started again): such a grade is not kept.
         self.grader_events: list[str] = []
@@ -270,14 +277,29 @@ class IsolatedSubmission(Submission):
         # Timed from here: a template still importing torch, or a worker brought back after a
         # fault outside the submission, costs the student nothing.
         sent = time.monotonic()
-        deadline = sent + timeout
+        deadline = self._time_from(sent, timeout)
         if self._stacks_written:
             self._drop_stacks()
         self._send_by(encoded, deadline)
-        reply = self._receive(deadline, seq=self._seq)
+        try:
+            reply = self._receive(deadline, seq=self._seq)
+        finally:
+            self._deadline += self._credit()  # the host's delay is not the submission's
         self._stacks_written = self._dumped_by(time.monotonic() - sent)
         self._journal.add(self._seq, encoded)
         return reply
+
+    def _time_from(self, began: float, allowed: float) -> float:
+        """Start timing a wait for the worker of ``allowed`` seconds: its deadline."""
+        self._timed = (began, allowed, self._ready_wait.seconds(self._pid))
+        return began + allowed
+
+    def _credit(self) -> float:
+        """Seconds the worker has waited for a CPU since the current wait began, up to what
+        ``MAX_STRETCH`` grants it."""
+        _, allowed, waited = self._timed
+        now = self._ready_wait.seconds(self._pid)
+        return min(max(0.0, now - waited), (MAX_STRETCH - 1) * allowed)
 
     def _rebuild_after(self, ended: _WorkerEnded, label: str, in_a_row: int) -> None:
         """A worker lost to a fault outside the submission (``in_a_row``-th on this request):
@@ -370,6 +392,7 @@ class IsolatedSubmission(Submission):
         if not self._rebuild:  # a fresh start: the lost worker's objects are gone
             self._generation += 1
             self._journal.clear()
+        deadline = self._time_from(time.monotonic(), deadline - time.monotonic())
         self._send_by(wire.encode(self._files), deadline)
         try:
             hello = self._receive(deadline, hello=True)
@@ -398,7 +421,7 @@ class IsolatedSubmission(Submission):
         began, spent = time.monotonic(), self._reply_bytes
         try:
             for seq, encoded in self._journal.entries:
-                deadline = time.monotonic() + self.limits.call_timeout
+                deadline = self._time_from(time.monotonic(), self.limits.call_timeout)
                 self._send_by(encoded, deadline)
                 self._receive(deadline, seq=seq)
         except _WorkerEnded:
@@ -423,6 +446,7 @@ class IsolatedSubmission(Submission):
                 running.kill(self._pid)
                 running.forget(self._pid)
             self._pid = 0
+            self._ready_wait.forget()
 
     def _dumped_by(self, seconds: float) -> bool:
         """Whether a request that took ``seconds`` may have had the worker write its stacks:
@@ -471,7 +495,11 @@ class IsolatedSubmission(Submission):
                 raise _ended(status, serving=not hello)
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError
+                began, allowed, _ = self._timed
+                left = began + allowed + self._credit() - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                deadline = time.monotonic() + left
             if poll := self._cpu_plan.choose()[1]:
                 wire.poll_readable(self._sock, min(poll, left))
             readable, _, _ = select.select([self._sock, client.sock], [], [], left)
@@ -583,6 +611,67 @@ class _Journal:
 
     def clear(self) -> None:
         self.entries, self.size, self.overflowed = [], 0, False
+
+
+class _ReadyWait:
+    """How long a worker has been ready to run but waiting for a CPU, from the kernel's
+    per-task scheduler statistics (``/proc/<pid>/schedstat``, its second field): time a busy
+    host took from it, which no time limit may charge to the student. 0 where unknown."""
+
+    def __init__(self):
+        self._path: Path | None = None  # the current worker's statistics, once found
+        self._looked = False
+
+    def forget(self) -> None:
+        """The worker is gone: the next one is looked up afresh."""
+        self._path, self._looked = None, False
+
+    def seconds(self, pid: int) -> float:
+        """The wait so far of worker ``pid`` (its pid in the template's namespace)."""
+        if not self._looked and pid:
+            self._looked = True
+            template = template_client.running()
+            host = _host_pid(pid, template.process.pid) if template else None
+            self._path = Path(f"/proc/{host}/schedstat") if host else None
+        if self._path is None:
+            return 0.0
+        try:
+            return int(self._path.read_bytes().split()[1]) / 1e9
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
+
+def _host_pid(pid: int, ancestor: int) -> int | None:
+    """The host's pid of the process that is ``pid`` in the innermost PID namespace below
+    process ``ancestor`` (bubblewrap gives the template a namespace of its own), or none."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = Path(entry.path, "status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("NSpid:"):
+                if int(line.split()[-1]) == pid and _descends(
+                    int(entry.name), ancestor
+                ):
+                    return int(entry.name)
+                break
+    return None
+
+
+def _descends(pid: int, ancestor: int) -> bool:
+    """Whether process ``pid`` is ``ancestor`` or below it."""
+    try:
+        while pid > 1:
+            if pid == ancestor:
+                return True
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 class _CpuPlan:

@@ -262,3 +262,50 @@ def test_a_batch_beside_busy_loops_and_a_memory_hungry_neighbour(
         row = report.gradebook_row(out, f"copy{n}")
         assert row["problems"] == ""
         assert int(row["part7"]) == report.part_scores(clean.tests)[7] > 0
+
+
+#: Student code that computes for ``seconds`` of its own CPU time, then answers.
+COMPUTES = """
+import time
+
+
+def compute(seconds):
+    began = time.process_time()
+    while time.process_time() - began < seconds:
+        pass
+    return seconds
+"""
+
+
+def crowded_cpus(per_cpu: int) -> list[subprocess.Popen]:
+    """``per_cpu`` busy loops on each CPU this process may use, each pinned there."""
+    loops = []
+    for cpu in sorted(os.sched_getaffinity(0)):
+        for _ in range(per_cpu):
+            loop = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            os.sched_setaffinity(loop.pid, {cpu})
+            loops.append(loop)
+    return loops
+
+
+def test_a_request_slowed_by_a_crowded_host_is_not_a_time_out(tmp_path):
+    """A request that needs half its time limit of CPU, on CPUs crowded fourfold: its worker
+    waits for a CPU longer than the limit, and that wait is the host's, not the student's. A
+    request that spins forever still ends at its limit, moved on only as far as it waited."""
+    root = tmp_path / "sub"
+    shutil.copytree(SOLUTIONS, root / PACKAGE)
+    (root / PACKAGE / "masks.py").write_text(
+        (root / PACKAGE / "masks.py").read_text() + COMPUTES
+    )
+    limits = sandbox.Limits(call_timeout=1.0, submission_timeout=60.0)
+    with sandbox.IsolatedSubmission(root, limits=limits) as hw:
+        assert hw.call("masks.compute", 0.05) == 0.05  # the worker is up
+        loops = crowded_cpus(per_cpu=4)
+        try:
+            assert hw.call("masks.compute", 0.5) == 0.5
+            with pytest.raises(Exception, match="took longer than 1 s"):
+                hw.call("masks.compute", 1e9)
+        finally:
+            for loop in loops:
+                loop.kill()
+                loop.wait()
