@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from autograder import intake
-from autograder.points import PACKAGE, PARTS
+from autograder.points import PACKAGE
 from autograder.runner import REPO, SuiteError, SuiteSession, TestResult
 
 __all__ = [
@@ -140,36 +140,13 @@ def _new_session(settings: Settings) -> SuiteSession:
     from autograder import sandbox
 
     # It boots while this process imports torch and collects.
-    sandbox.start_template(
-        optimizers=_whole_suite(settings), gpu=settings.device.startswith("cuda")
-    )
+    sandbox.start_template(gpu=settings.device.startswith("cuda"))
     limits = sandbox.Limits(hidden=list(settings.hidden_paths))
     if settings.call_timeout is not None:
         limits.call_timeout = settings.call_timeout
         limits.submission_timeout = max(480.0, 8 * settings.call_timeout)
-    plugins = [sandbox.LimitsPlugin(limits), _ReadyOptimizers(), _PartProgress()]
+    plugins = [sandbox.LimitsPlugin(limits), _PartProgress()]
     return SuiteSession(["--isolate", *args], plugins)
-
-
-def _whole_suite(settings: Settings) -> bool:
-    """No ``-k``: every test runs, those that train among them (known before collection)."""
-    return not settings.keyword
-
-
-class _ReadyOptimizers:
-    """Once a subset of the suite is collected: if a selected test trains, the template readies
-    torch.optim before its first worker (``sandbox.ready_optimizers``)."""
-
-    def pytest_collection_finish(self, session):
-        from autograder import sandbox
-
-        # Every graded test's part is in PARTS: collection has checked it (autograder/plugin.py).
-        if any(
-            PARTS[m.args[0]].trains
-            for item in session.items
-            if (m := item.get_closest_marker("part"))
-        ):
-            sandbox.ready_optimizers()
 
 
 # What this process is grading ------------------------------------------------------------------
@@ -345,9 +322,7 @@ def _init_process(settings: Settings) -> None:
     from autograder import sandbox
 
     if settings.isolate:
-        sandbox.start_template(
-            optimizers=_whole_suite(settings), gpu=settings.device.startswith("cuda")
-        )
+        sandbox.start_template(gpu=settings.device.startswith("cuda"))
     import torch
 
     _SETTINGS = settings
@@ -419,13 +394,11 @@ def _in_pool(submissions, settings: Settings, jobs: int, progress=None):
 
     # On the CPU, grading processes fork from a server that imported torch once: spawned, each
     # would import it again (seconds of CPU per process). The server is a fresh process of its
-    # own, so no thread of this one (the progress bar's) is forked. torch.optim imports
-    # torch._dynamo (the oracles train when the whole suite runs). CUDA is never started in a
+    # own, so no thread of this one (the progress bar's) is forked. CUDA is never started in a
     # process forked from another: spawned there.
     if settings.device == "cpu":
         context = multiprocessing.get_context("forkserver")
-        optim = ["torch._dynamo"] if _whole_suite(settings) else []
-        context.set_forkserver_preload(["torch", *optim, "autograder.runner"])
+        context.set_forkserver_preload(["torch", "torch._dynamo", "autograder.runner"])
     else:
         context = multiprocessing.get_context("spawn")
     left = dict(submissions)

@@ -23,7 +23,6 @@ _FACE = {
     "Limits": ("client", "Limits"),
     "LimitsPlugin": ("client", "LimitsPlugin"),
     "protections": ("bubblewrap", "protections"),
-    "ready_optimizers": ("template_client", "ready_optimizers"),
     "start_template": ("template_client", "start"),
 }
 __all__ = [
@@ -33,7 +32,6 @@ __all__ = [
     "Limits",
     "LimitsPlugin",
     "protections",
-    "ready_optimizers",
     "start_template",
 ]
 

@@ -56,17 +56,19 @@ MAX_CONTROL = 1 << 16
 _MODULE_FILE = re.compile(r"\w{1,64}\.py")
 
 
-def template_main(fd: int, optimizers: bool) -> None:
-    """Serve spawn, kill and optimizers requests until the grading process goes away;
-    ``optimizers``: ready torch.optim at once (``_ready_optimizers``)."""
-    if optimizers:
-        _ready_optimizers()
-    import torch.fx.experimental.symbolic_shapes  # noqa: F401 - torch.broadcast_shapes needs it
+def template_main(fd: int) -> None:
+    """Serve spawn and kill requests until the grading process goes away."""
+    # Imported here once, inherited by every worker: what torch.broadcast_shapes needs; the
+    # executor; the workers' Limits (the client brings pytest: a tenth of a second per worker
+    # otherwise); and torch._dynamo, which the first request on a second device
+    # (autograder.second_device) and a torch.optim optimizer's first step import: close to a
+    # second of CPU per worker otherwise, and no thread starts with it.
+    import torch._dynamo
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401
 
-    # Imported here once, inherited by every worker: the executor, and the workers' Limits
-    # (autograder.sandbox brings pytest: a tenth of a second per worker otherwise).
     import autograder.executor
-    import autograder.sandbox  # noqa: F401
+    import autograder.sandbox.client
+    import autograder.second_device  # noqa: F401
     from autograder import tripwire
 
     sys.dont_write_bytecode = True  # never write next to the submission's files
@@ -121,10 +123,6 @@ def template_main(fd: int, optimizers: bool) -> None:
                 _end(message["kill"], workers[message["kill"]])
                 killed.add(message["kill"])
             continue
-        if "optimizers" in message:
-            _ready_optimizers()
-            gc.freeze()
-            continue
         config = message["spawn"]
         pid = os.fork()
         if pid == 0:
@@ -142,13 +140,6 @@ def template_main(fd: int, optimizers: bool) -> None:
             os.close(extra)
         workers[pid] = config.get("uid") if os.geteuid() == 0 else None
         ctl.send(json.dumps({"spawned": pid}).encode())
-
-
-def _ready_optimizers() -> None:
-    """Import what a torch.optim optimizer imports at its first step (torch._dynamo): seconds
-    of CPU, paid here once rather than by every worker that trains. Only where the selected
-    tests train: a run of other parts spares those seconds."""
-    import torch._dynamo  # noqa: F401
 
 
 def _reap(ctl: socket.socket, workers: dict[int, int | None], killed: set[int]) -> None:

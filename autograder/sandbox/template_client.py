@@ -34,11 +34,11 @@ _CPUS = os.sched_getaffinity(0)
 class TemplateClient:
     """Starts the template process (in the boundary) and talks to it over a SEQPACKET socket."""
 
-    def __init__(self, optimizers: bool, gpu: bool):
+    def __init__(self, gpu: bool):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = "import sys; sys.path.insert(0, {engine!r}); " + (
             "from autograder.sandbox.template import template_main; "
-            f"template_main({theirs.fileno()}, {optimizers!r})"
+            f"template_main({theirs.fileno()})"
         )
         argv, engine = bubblewrap.command(code, gpu)
         argv[-1] = argv[-1].format(engine=engine)
@@ -66,7 +66,6 @@ class TemplateClient:
         theirs.close()
         self.sock = ours
         self.dead = False
-        self.optimizers = optimizers
         self.gpu = gpu
         self._ended: dict[int, int] = {}  # pid -> wait status
 
@@ -117,12 +116,6 @@ class TemplateClient:
                 self._ended.pop(reply["spawned"], None)
                 return reply["spawned"]
 
-    def ready_optimizers(self) -> None:
-        """Have the template import what torch.optim needs, before it forks the next worker."""
-        if not self.optimizers:
-            self.sock.send(json.dumps({"optimizers": True}).encode())
-            self.optimizers = True
-
     def kill(self, pid: int) -> None:
         with contextlib.suppress(OSError):
             self.sock.send(json.dumps({"kill": pid}).encode())
@@ -158,9 +151,6 @@ class TemplateClient:
 
 
 _TEMPLATE: TemplateClient | None = None
-#: Whether this process's tests train (``start``, ``ready_optimizers``): a template started
-#: again is readied the same way.
-_OPTIMIZERS = False
 #: Whether this process grades on a GPU (``start``): a template started again sees it too.
 _GPU = False
 #: Templates this process has started (``starts``).
@@ -186,7 +176,7 @@ def current(gpu: bool = False) -> TemplateClient:
     ):
         if _TEMPLATE is not None:
             _TEMPLATE.close()
-        _TEMPLATE = TemplateClient(_OPTIMIZERS, gpu)
+        _TEMPLATE = TemplateClient(gpu)
         _STARTS += 1
     return _TEMPLATE
 
@@ -214,23 +204,12 @@ def spawn(socks: list[socket.socket], config: dict) -> int:
         raise SandboxUnavailable(why) from None
 
 
-def start(optimizers: bool, gpu: bool) -> None:
+def start(gpu: bool) -> None:
     """Start the template now (it imports torch in the background while the caller works);
-    ``optimizers``: the tests will train (``ready_optimizers``), known before collection when
-    the whole suite runs; ``gpu``: they run on a GPU."""
-    global _OPTIMIZERS, _GPU
-    _OPTIMIZERS = _OPTIMIZERS or optimizers
+    ``gpu``: the tests run on a GPU."""
+    global _GPU
     _GPU = _GPU or gpu
     current()
-
-
-def ready_optimizers() -> None:
-    """The selected tests train: the template readies torch.optim once, in the background, so
-    that no worker pays for it."""
-    global _OPTIMIZERS
-    _OPTIMIZERS = True
-    with contextlib.suppress(OSError):
-        current().ready_optimizers()
 
 
 def running() -> TemplateClient | None:

@@ -725,7 +725,7 @@ def test_a_gpu_grading_restarts_a_template_started_for_the_cpu(monkeypatch):
     gets a template that can, and a CPU worker after it keeps that one."""
 
     class Template:
-        def __init__(self, optimizers, gpu):
+        def __init__(self, gpu):
             self.gpu, self.dead, self.closed = gpu, False, False
             self.process = SimpleNamespace(poll=lambda: None)  # running
 

@@ -120,29 +120,6 @@ def test_a_batch_with_nothing_to_grade_starts_no_grading_process(monkeypatch):
         assert list(grade.grade_many([], grade.Settings(), jobs)) == []
 
 
-def test_only_a_subset_that_trains_has_the_template_ready_torch_optim(monkeypatch):
-    """torch.optim's imports cost the template seconds: a subset of the suite that does not
-    train spares them; one that trains has them readied once collected, by a message the
-    template takes in its stride, and grades as before."""
-    monkeypatch.setattr(template_client, "_TEMPLATE", None)
-    monkeypatch.setattr(template_client, "_OPTIMIZERS", False)
-    started = []
-    try:
-        for keyword, trains in (("part4 and relative", False), ("overfits", True)):
-            session = grade._new_session(grade.Settings(keyword=keyword))
-            try:
-                results = session.run(REPO / "solutions", [])
-            finally:
-                session.close()
-            assert results and all(t.passed for t in results), outcomes(results)
-            started.append(template_client.running())
-            assert started[-1].optimizers is trains, keyword
-        assert started[0] is started[1] and started[1].process.poll() is None
-    finally:
-        if template_client.running() is not None:
-            template_client.running().close()
-
-
 class PluginsSeen:
     """Records the names of the plugins a session's pytest registered."""
 
