@@ -172,13 +172,15 @@ OFF_LIMITS = {
     **dict.fromkeys(
         ("sys", "inspect", "gc", "ctypes", "ctypeslib", "builtins"), FRAMES
     ),
-    **dict.fromkeys(("importlib", "import_module", "types", "traceback"), FRAMES),
+    **dict.fromkeys(("importlib", "import_module", "importorskip", "types"), FRAMES),
+    **dict.fromkeys(("traceback",), FRAMES),
     **dict.fromkeys(("__dict__", "__self__", "__func__", "__wrapped__"), FRAMES),
     **dict.fromkeys(("__getattribute__",), FRAMES),
     **dict.fromkeys(
         ("jit", "fx", "export", "compiler", "compile", "package"), FROM_TEXT
     ),
     **dict.fromkeys(("hub", "cpp_extension", "jiterator", "serialization"), FROM_TEXT),
+    **dict.fromkeys(("f2py", "load_library"), FROM_TEXT),
     **dict.fromkeys(("get_type_hints", "ForwardRef", "Formatter"), FROM_TEXT),
     **dict.fromkeys(("make_dataclass", "pickle", "marshal"), FROM_TEXT),
     **dict.fromkeys(("overrides", "library", "cond", "while_loop", "graph"), INSIDE),
@@ -443,7 +445,7 @@ def scan_reporting(sources: dict[str, str], progress) -> list[Violation]:
         except ValueError as exc:  # a null byte
             found.append(unreadable(filename, f"it does not parse ({exc})"))
             continue
-        found += _Reader(filename, tree).read()
+        found += _Reader(filename, sources[filename], tree).read()
     return found
 
 
@@ -543,8 +545,9 @@ class _Reader:
     """One student file, read once: what each name is bound to anywhere in the file (no scopes:
     a name bound both ways is not the student's own), then each node judged on its own."""
 
-    def __init__(self, filename: str, tree: ast.Module):
+    def __init__(self, filename: str, source: str, tree: ast.Module):
         self.filename, self.tree = filename, tree
+        self.lines = source.encode(errors="replace").splitlines()
         self.forbidden = RULES.get(filename, EVERY_FORBIDDEN)
         self.whole = filename not in RULES
         self.kinds: dict[str, set[str]] = {}
@@ -712,10 +715,20 @@ class _Reader:
         return self._paths(test) == {"typing.TYPE_CHECKING"}
 
     def _refuse(self, node: ast.AST, reason: Reason, what: str = "") -> None:
-        line = getattr(node, "lineno", 1)
         advice = f"{reason.why}; {reason.instead}"
-        what = what or _snippet(node)
-        self.found.append(Violation(self.filename, line, what, self.whole, advice))
+        what = what or self._snippet(node)
+        self.found.append(
+            Violation(self.filename, node.lineno, what, self.whole, advice)
+        )
+
+    def _snippet(self, node: ast.AST) -> str:
+        """``node`` as written, at most 60 characters, cut from its line in constant time."""
+        line, start = self.lines[node.lineno - 1], node.col_offset
+        one_line = node.end_lineno == node.lineno
+        end = min(node.end_col_offset if one_line else len(line), start + 240)
+        text = line[start:end].decode(errors="replace")
+        whole = one_line and end == node.end_col_offset and len(text) <= 60
+        return text if whole else text[:57] + "..."
 
     def _judge(self, node: ast.AST, parent: ast.AST | None) -> None:
         if isinstance(node, ast.Import):
@@ -727,7 +740,8 @@ class _Reader:
                 if self._judge_import(node, node.module, what) and a.name != "*":
                     self._judge_name(node, a.name, f"{node.module}.{a.name}", what)
         elif isinstance(node, ast.Attribute):
-            self._judge_attribute(node)
+            if not (isinstance(parent, ast.Attribute) and parent.value is node):
+                self._judge_chain(node)  # at the chain's end, once
         elif isinstance(node, ast.Name):
             self._judge_bare(node, parent)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -769,22 +783,17 @@ class _Reader:
             self._refuse(node, reason, what)
         return reason is None
 
-    def _judge_attribute(self, node: ast.Attribute) -> None:
-        inner = node.value
-        if isinstance(inner, ast.Attribute) and not self._judge_quietly(inner):
-            return  # judged once, where the chain first breaks a rule
-        paths = self._paths(node)
-        path = next(iter(paths)) if len(paths) == 1 else ""
-        self._judge_name(node, node.attr, path, _snippet(node), own=self._own(inner))
-
-    def _judge_quietly(self, node: ast.Attribute) -> bool:
-        """Whether the attribute ``node`` keeps the rules (refusals counted elsewhere)."""
-        found = len(self.found)
-        paths = self._paths(node)
-        path = next(iter(paths)) if len(paths) == 1 else ""
-        ok = self._judge_name(node, node.attr, path, "", own=self._own(node.value))
-        del self.found[found:]
-        return ok
+    def _judge_chain(self, node: ast.Attribute) -> None:
+        """An attribute chain, from its root outward, up to the first name it may not read
+        (``torch._C._VariableFunctions`` is refused once, at ``torch._C``)."""
+        links = []
+        while isinstance(node, ast.Attribute):
+            links.append(node)
+            node = node.value
+        for link in reversed(links):
+            own = self._own(link.value)
+            if not self._judge_name(link, link.attr, self._path(link), "", own):
+                return
 
     def _judge_bare(self, node: ast.Name, parent: ast.AST | None) -> None:
         """A name read as a value: a refused builtin, a dynamic builtin handed on, a module
@@ -797,7 +806,11 @@ class _Reader:
         if node.id in BUILTINS_OFF and node.id not in self.kinds:
             self._refuse(parent if called else node, BUILTINS_OFF[node.id])
         elif node.id in HANDED_ON and node.id not in self.kinds and not called:
-            self._refuse(node, DYNAMIC, _snippet(parent) if parent else node.id)
+            self._refuse(
+                node,
+                DYNAMIC,
+                self._snippet(parent if isinstance(parent, ast.expr) else node),
+            )
         elif any(k in LIMITED for k in self.kinds.get(node.id, ())) and not (
             isinstance(parent, ast.Attribute) and parent.value is node
         ):
@@ -825,17 +838,13 @@ class _Reader:
         if self._builtin(func, "getattr") and len(args) >= 2:
             self._judge_lookup(node, args[0], args[1])
         elif isinstance(func, ast.Attribute) and func.attr in LOOKUP_METHODS and args:
-            self._judge_lookup(node, func.value, args[0])
+            # a bound method takes the name, an unbound one the object and the name
+            base, key = (func.value, args[0]) if len(args) == 1 else args[:2]
+            self._judge_lookup(node, base, key)
         elif self._builtin(func, "setattr") and len(args) >= 2:
             if name is not None:
-                self._judge_name(
-                    node,
-                    name,
-                    self._one_path(args[0], name),
-                    _snippet(node),
-                    self._own(args[0]),
-                )
-            elif not self._builtin_self(args[0]):
+                self._judge_name(node, name, "", "", self._own(args[0]))
+            elif not (isinstance(args[0], ast.Name) and args[0].id == "self"):
                 self._refuse(node, DYNAMIC)
         elif self._builtin(func, "vars") and not (args and self._own(args[0])):
             self._refuse(node, FRAMES)
@@ -848,7 +857,7 @@ class _Reader:
             if module is None:
                 self._refuse(node, DYNAMIC)
             elif not module.startswith("."):
-                self._judge_import(node, module, _snippet(node))
+                self._judge_import(node, module, self._snippet(node))
         elif self._is(func, "operator.attrgetter") or self._is(
             func, "operator.methodcaller"
         ):
@@ -857,7 +866,9 @@ class _Reader:
                 if text is None:
                     self._refuse(node, DYNAMIC)
                 for part in (text or "").split("."):
-                    if part and not self._judge_name(node, part, "", _snippet(node)):
+                    if part and not self._judge_name(
+                        node, part, "", self._snippet(node)
+                    ):
                         break
 
     def _judge_lookup(self, node: ast.Call, base: ast.AST, key: ast.AST) -> None:
@@ -868,17 +879,15 @@ class _Reader:
             if not (own or self._paths(base) & LOOKUPS):
                 self._refuse(node, DYNAMIC)
             return
-        path = self._one_path(base, name)
-        ok = self._judge_name(node, name, path, _snippet(node), own)
+        path = f"{self._path(base)}.{name}" if self._path(base) else ""
+        ok = self._judge_name(node, name, path, "", own)
         if ok and not own and _forbidden(name, self.forbidden, bool(path)):
-            self._add_forbidden(node, _snippet(node))
+            self._add_forbidden(node, self._snippet(node))
 
-    def _one_path(self, node: ast.AST, name: str) -> str:
+    def _path(self, node: ast.AST) -> str:
+        """The library path ``node`` names, when it names exactly one (else empty)."""
         paths = self._paths(node)
-        return f"{next(iter(paths))}.{name}" if len(paths) == 1 else ""
-
-    def _builtin_self(self, node: ast.AST) -> bool:
-        return isinstance(node, ast.Name) and node.id == "self" and self._own(node)
+        return next(iter(paths)) if len(paths) == 1 else ""
 
     def _judge_forbidden(self, node: ast.AST, func: ast.AST) -> None:
         """A forbidden library function called (or subclassed) by its name as written: an
@@ -892,7 +901,7 @@ class _Reader:
         else:
             return
         if any(_forbidden(name, self.forbidden, bool(paths)) for name in names):
-            self._add_forbidden(node, _snippet(func))
+            self._add_forbidden(node, self._snippet(func))
 
     def _add_forbidden(self, node: ast.AST, call: str) -> None:
         self.found.append(Violation(self.filename, node.lineno, call, self.whole))
@@ -930,8 +939,3 @@ def _const(node: ast.AST) -> str | None:
 
 def _constant(node: ast.AST):
     return node.value if isinstance(node, ast.Constant) else ...
-
-
-def _snippet(node: ast.AST) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= 60 else text[:57] + "..."
