@@ -149,64 +149,74 @@ INSIDE = Reason(
     instead="compute in your own functions, on plain tensors",
 )
 PRIVATE = Reason(
-    why=("library objects are reached only by their public names"),
+    why="library objects are reached only by their public names",
     instead="call the public function (or read your own object's attribute on `self`)",
 )
 IMPORTS = Reason(
-    why=("it is not among the modules a student file may import"),
+    why="it is not among the modules a student file may import",
     instead="compute with torch and the modules the rules list",
 )
 DYNAMIC = Reason(
-    why=("a name computed at run time or a namespace handed on hides what it reaches"),
-    instead="write the name out (`obj.name`), or look it up on `self`, your own objects, or `F`/`nn`",
+    why="a name computed at run time or a namespace handed on hides what it reaches",
+    instead="write the name out (`obj.name`), or look it up on `self` or `F`",
 )
 
 #: Names refused as an attribute, an import or a definition, and why. Those in ``ANYWHERE``
 #: are refused on the student's own objects too; the rest only on library and unknown ones.
-OFF_LIMITS = {
-    **dict.fromkeys(
-        ("threading", "_thread", "concurrent", "multiprocessing", "asyncio", "futures"),
+OFF_LIMITS = (
+    dict.fromkeys(
+        {"threading", "_thread", "concurrent", "multiprocessing", "asyncio", "futures"}
+        | {"signal", "faulthandler", "sched"},
         THREADS,
-    ),
-    **dict.fromkeys(("signal", "faulthandler", "sched"), THREADS),
-    **dict.fromkeys(
-        ("sys", "inspect", "gc", "ctypes", "ctypeslib", "builtins"), FRAMES
-    ),
-    **dict.fromkeys(("importlib", "import_module", "importorskip", "types"), FRAMES),
-    **dict.fromkeys(("traceback",), FRAMES),
-    **dict.fromkeys(("__dict__", "__self__", "__func__", "__wrapped__"), FRAMES),
-    **dict.fromkeys(("__getattribute__",), FRAMES),
-    **dict.fromkeys(
-        ("jit", "fx", "export", "compiler", "compile", "package"), FROM_TEXT
-    ),
-    **dict.fromkeys(("hub", "cpp_extension", "jiterator", "serialization"), FROM_TEXT),
-    **dict.fromkeys(("f2py", "load_library"), FROM_TEXT),
-    **dict.fromkeys(("get_type_hints", "ForwardRef", "Formatter"), FROM_TEXT),
-    **dict.fromkeys(("make_dataclass", "pickle", "marshal"), FROM_TEXT),
-    **dict.fromkeys(("overrides", "library", "cond", "while_loop", "graph"), INSIDE),
-    **dict.fromkeys(("hooks", "apply_", "map_", "map2_", "register_hook"), INSIDE),
-    **dict.fromkeys(
-        ("register_post_accumulate_grad_hook", "register_backward_hook"), INSIDE
-    ),
-    **dict.fromkeys(
-        ("register_full_backward_hook", "register_full_backward_pre_hook"), INSIDE
-    ),
-}
-ANYWHERE = {
-    **dict.fromkeys(
-        ("tb_frame", "tb_next", "f_back", "f_globals", "f_locals", "f_builtins"), FRAMES
-    ),
-    **dict.fromkeys(("f_code", "gi_frame", "gi_code", "cr_frame", "ag_frame"), FRAMES),
-    **dict.fromkeys(
-        ("__traceback__", "__subclasses__", "__bases__", "__base__"), FRAMES
-    ),
-    **dict.fromkeys(
-        ("__mro__", "mro", "__globals__", "__closure__", "__code__"), FRAMES
-    ),
-    **dict.fromkeys(("cell_contents", "__builtins__"), FRAMES),
-    **dict.fromkeys(("__torch_function__", "__torch_dispatch__", "__del__"), INSIDE),
-    **dict.fromkeys(("DisableTorchFunction", "DisableTorchFunctionSubclass"), INSIDE),
-}
+    )
+    | dict.fromkeys(
+        {
+            "sys",
+            "inspect",
+            "gc",
+            "ctypes",
+            "ctypeslib",
+            "builtins",
+            "types",
+            "traceback",
+        }
+        | {"importlib", "import_module", "importorskip", "__dict__", "__self__"}
+        | {"__func__", "__wrapped__", "__getattribute__"},
+        FRAMES,
+    )
+    | dict.fromkeys(
+        {"jit", "fx", "export", "compiler", "compile", "package", "hub", "f2py"}
+        | {"cpp_extension", "jiterator", "serialization", "load_library", "pickle"}
+        | {"get_type_hints", "ForwardRef", "Formatter", "make_dataclass", "marshal"},
+        FROM_TEXT,
+    )
+    | dict.fromkeys(
+        {
+            "overrides",
+            "library",
+            "cond",
+            "while_loop",
+            "graph",
+            "hooks",
+            "register_hook",
+        }
+        | {"apply_", "map_", "map2_", "register_backward_hook"}
+        | {"register_full_backward_hook", "register_full_backward_pre_hook"}
+        | {"register_post_accumulate_grad_hook"},
+        INSIDE,
+    )
+)
+ANYWHERE = dict.fromkeys(
+    {"tb_frame", "tb_next", "f_back", "f_globals", "f_locals", "f_builtins", "f_code"}
+    | {"gi_frame", "gi_code", "cr_frame", "ag_frame", "__traceback__", "cell_contents"}
+    | {"__subclasses__", "__bases__", "__base__", "__mro__", "mro", "__builtins__"}
+    | {"__globals__", "__closure__", "__code__"},
+    FRAMES,
+) | dict.fromkeys(
+    {"__torch_function__", "__torch_dispatch__", "__del__", "DisableTorchFunction"}
+    | {"DisableTorchFunctionSubclass"},
+    INSIDE,
+)
 #: Library paths allowed despite a name in ``OFF_LIMITS``.
 ALLOWED_PATHS = frozenset({"re.compile", "importlib.import_module", "os._exit"})
 #: Builtins refused where they are not the student's own name: ``getattr``, ``vars`` and
