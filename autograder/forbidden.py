@@ -1,25 +1,18 @@
-"""Forbidden library calls (SPEC.md), found statically in a submission's source, and the rules
-that keep the run-time watch (``autograder.tripwire``) able to see the rest.
+"""The rules a student file keeps, in one place, and the small reader that checks them.
 
-The scan reads every student file and resolves names before it judges them: what each name can
-be bound to in the scope Python looks it up in (a function's locals, enclosing functions, the
-module; ``global`` and ``nonlocal`` obeyed), what ``self.<attribute>`` and a module attribute can
-be bound to anywhere in the file (aliases, imports of another student file, ``self = torch``),
-what a dynamic import or attribute reaches when its target is a constant
-(``__import__("warnings")``, ``getattr(torch, "softmax")``, ``sys.modules["torch"]``). A use is
-an attribute access or imported name that reaches the library function, here or in another
-student file; names of the student's own package, comments, strings, a library class only
-tested against or named in an annotation, and imports under ``typing.TYPE_CHECKING`` never
-count. Library names also match by family (``FAMILY_WORDS``). A file without a forbidden list of
-its own (masks.py, rope.py) is read with every list, at the cost of every part.
+Forbidden library calls (SPEC.md) are caught where every route meets, at run time
+(``autograder.tripwire``), which charges them to the student file and line that made them. The
+reader's work is what that watch cannot see, read as an allow-list: the modules a file may import
+(``IMPORTABLE``, some only for a few names, ``LIMITED``), library objects reached only by public
+names, and the facilities that run code where the watch does not follow or could switch it off
+(``OFF_LIMITS``, the builtins in ``BUILTINS_OFF``). It does not resolve aliases: names are judged
+as written, and a library object can only be reached through names. Beside it the reader names a
+forbidden call written out (``torch.softmax(x)``, ``x.softmax()``), so that ``autograder check``,
+which runs without the watch, tells a student at once.
 
-What could switch the watch off or hide from it is refused too (``WATCH_PATHS``,
-``WATCH_ATTRIBUTES``, ``CALLBACK_ATTRIBUTES``, private names of library objects), and so is what
-the scan cannot follow (code built from strings, the grader's own modules, ``TAMPER_*``); a
-computed attribute of the namespaces in ``RUNTIME_LOOKUPS`` is left to the watch, which sees the
-call it makes. ``student_rules`` states all of it as the handout prints it. The scan runs in a
-child process under a time and memory budget (``scan_package``): a file it cannot read costs its
-own part.
+``student_rules`` states the tables as the handout README and ``autograder check --rules`` print
+them. The reader reads each file once, in time linear in its size, in a child process under a
+time and memory budget (``scan_package``): a file it cannot read costs its own part.
 """
 
 from __future__ import annotations
@@ -30,8 +23,8 @@ import importlib.util
 import json
 import subprocess
 import sys
-from collections import deque
 from pathlib import Path
+from typing import NamedTuple
 
 from autograder.points import MODULES, PACKAGE, PARTS, part_of_file
 
@@ -65,7 +58,7 @@ NORMALIZATION = frozenset(
 )
 
 #: Words that name a library function of each family whatever else its name says (private
-#: kernels, variants): what a library path is checked against besides the lists.
+#: kernels, variants): what the run-time watch matches a function's name against.
 FAMILY_WORDS = {
     SOFTMAX: ("softmax", "softmin", "logsumexp", "logcumsumexp", "cross_entropy"),
     ATTENTION: ("attention", "multihead", "sdp_", "_sdp", "transformer"),
@@ -87,95 +80,173 @@ RULES: dict[str, frozenset[str]] = {
     "charlm.py": NORMALIZATION | ATTENTION,
 }
 
-#: What a file without a forbidden list of its own may not call either.
+#: What a file without a forbidden list of its own (masks.py, rope.py) may not call either.
 EVERY_FORBIDDEN = frozenset().union(*RULES.values())
 
-#: Modules whose only use here is to reach around the rules: the grader itself, and tools that
-#: read any object or frame of the process.
-TAMPER_MODULES = frozenset(
-    {"autograder", "tests", "ctypes", "gc", "inspect"}
-    # what turns a string into an object: a name resolved, a pickle loaded, code run
-    | {"pickle", "_pickle", "copyreg", "marshal", "shelve", "pkgutil", "pydoc", "runpy"}
-    | {"code", "codeop", "_operator", "builtins"}
-)
-#: Library objects that resolve a dotted name from a string.
-STRING_RESOLVERS = ("string.Formatter", "importlib.util", "importlib.machinery")
-#: Builtins that look up, set or run by a string: fine called directly (the call is judged),
-#: an evasion handed on as a value (``functools.partial(getattr, ...)``, ``[getattr][0]``).
-DYNAMIC_BUILTINS = frozenset(
-    {"getattr", "setattr", "delattr", "vars", "globals", "locals", "__import__"}
-    | {"eval", "exec", "compile", "breakpoint"}
-)
-#: What of ``gc`` reaches no object: ``import gc`` for ``gc.collect()`` is fine, any other use
-#: of the module (``gc.get_referents``, the module handed on) is not.
-GC_HARMLESS = frozenset({"collect", "enable", "disable", "isenabled"})
-#: Attributes that open a function or a namespace: its globals, closure cells, code, original.
-TAMPER_ATTRIBUTES = frozenset(
-    {"__globals__", "__closure__", "cell_contents", "__code__", "__wrapped__"}
-    | {"__builtins__", "__dict__"}
-)
-
-
-#: What could switch the run-time watch off, refused in every student file at the cost of its
-#: part (``WATCH_RULES``): each kind of construct, the names that make it, what to write instead.
-CONCURRENCY = "threads, processes, async tasks and signal handlers run code the watch of forbidden calls does not follow; compute in the calling thread"
-WATCH_MACHINERY = "torch's dispatch hooks, C bindings and compilers (torch.compile, TorchScript) are what the watch of forbidden calls is built on or runs outside it; call public torch functions from plain Python"
-CALLBACKS = "torch runs these callbacks inside its own calls (custom operators, control-flow operators, tensor and autograd hooks, element-wise Python maps), where the watch of forbidden calls cannot follow; compute in your own functions"
-INTROSPECTION = "frames, tracebacks, class hierarchies and bound methods' owners open the grader's own objects; use your own names and objects"
-PRIVATE = (
-    "library objects are reached only by their public names; call the public function"
-)
-#: Modules and library paths (a prefix of what a name resolves to) that are refused.
-WATCH_PATHS = {
-    **dict.fromkeys(
-        ("threading", "_thread", "concurrent", "multiprocessing", "asyncio"),
-        CONCURRENCY,
+# The allow-list --------------------------------------------------------------------------------
+#: The modules a student file may import, with their public submodules, by what they are for;
+#: the package's own modules may be imported in any form.
+IMPORTABLE = {
+    "computing": ("torch", "numpy", "math", "cmath", "numbers", "random", "statistics"),
+    "the language": (
+        *("__future__", "typing", "typing_extensions", "dataclasses", "enum", "abc"),
+        *("functools", "itertools", "operator", "collections", "copy", "contextlib"),
+        *("warnings", "string", "re", "textwrap", "heapq", "bisect", "importlib", "gc"),
     ),
-    **dict.fromkeys(("signal", "faulthandler", "torch.multiprocessing"), CONCURRENCY),
-    **dict.fromkeys(("sys.settrace", "sys.setprofile", "sys._getframe"), INTROSPECTION),
-    **dict.fromkeys(
-        ("torch.overrides", "torch.utils._python_dispatch"), WATCH_MACHINERY
+    "files and the system, which the grader's sandbox confines": (
+        *("os", "sys", "pathlib", "glob", "json", "time", "shutil", "tempfile", "io"),
+        *("struct", "socket", "subprocess", "pytest"),
     ),
-    **dict.fromkeys(("torch._C", "torch._dynamo", "torch.compile"), WATCH_MACHINERY),
-    **dict.fromkeys(("torch.jit", "torch.export", "torch.fx"), WATCH_MACHINERY),
-    **dict.fromkeys(
-        ("torch.library", "torch.cond", "torch.while_loop", "torch._higher_order_ops"),
-        CALLBACKS,
-    ),
-    **dict.fromkeys(("torch.autograd.graph", "torch.utils.hooks"), CALLBACKS),
 }
-#: Library names that are public despite their underscore (documented as such).
-PUBLIC_UNDERSCORED = frozenset({"os._exit"})
-#: Methods refused whatever they are read on: torch calls them back from inside its own calls.
-CALLBACK_ATTRIBUTES = frozenset(
-    {"register_hook", "register_post_accumulate_grad_hook", "apply_", "map_", "map2_"}
+ROOTS = frozenset(name for group in IMPORTABLE.values() for name in group)
+#: Modules used only by these names: the rest of them reaches the interpreter's frames, tracers
+#: and modules, or turns a string into a module.
+LIMITED = {
+    "sys": frozenset(
+        {"exit", "stdout", "stderr", "stdin", "argv", "prefix", "platform", "maxsize"}
+        | {"version", "version_info", "float_info", "byteorder", "getsizeof"}
+        | {"getrecursionlimit", "setrecursionlimit"}
+    ),
+    "importlib": frozenset({"import_module"}),
+    "gc": frozenset({"collect"}),
+}
+
+
+class Reason(NamedTuple):
+    """Why a kind of construct is refused, and what to write instead."""
+
+    why: str
+    instead: str
+
+
+THREADS = Reason(
+    why=(
+        "code on another thread, in a signal handler or an async task runs where the watch of "
+        "forbidden calls does not follow"
+    ),
+    instead="compute in the calling thread",
 )
-#: Attributes refused whatever they are read on (``__self__`` only on a library object).
-WATCH_ATTRIBUTES = frozenset(
-    {"tb_frame", "f_back", "f_globals", "f_locals", "f_builtins", "gi_frame"}
-    | {
-        "cr_frame",
-        "ag_frame",
-        "__traceback__",
-        "__subclasses__",
-        "__bases__",
-        "__base__",
-    }
-    | {"__mro__", "__getattribute__", "__self__"}
+FRAMES = Reason(
+    why=(
+        "frames, tracebacks, class hierarchies and the insides of functions and modules reach the "
+        "grader's own objects"
+    ),
+    instead="use your own names and objects",
 )
+FROM_TEXT = Reason(
+    why=(
+        "code made from text or compiled (eval, TorchScript, torch.compile, pickles) runs outside "
+        "the watch of forbidden calls"
+    ),
+    instead="write the code out in plain Python",
+)
+INSIDE = Reason(
+    why=(
+        "torch runs this code inside its own calls (dispatch hooks, `__torch_function__`, custom "
+        "operators, tensor and autograd hooks, element-wise Python maps), where the watch of "
+        "forbidden calls is off, or it switches the watch off"
+    ),
+    instead="compute in your own functions, on plain tensors",
+)
+PRIVATE = Reason(
+    why="library objects are reached only by their public names",
+    instead="call the public function (or read your own object's attribute on `self`)",
+)
+IMPORTS = Reason(
+    why="it is not among the modules a student file may import",
+    instead="compute with torch and the modules the rules list",
+)
+DYNAMIC = Reason(
+    why="a name computed at run time or a namespace handed on hides what it reaches",
+    instead="write the name out (`obj.name`), or look it up on `self` or `F`",
+)
+
+#: Names refused as an attribute, an import or a definition, and why. Those in ``ANYWHERE``
+#: are refused on the student's own objects too; the rest only on library and unknown ones.
+OFF_LIMITS = (
+    dict.fromkeys(
+        {"threading", "_thread", "concurrent", "multiprocessing", "asyncio", "futures"}
+        | {"signal", "faulthandler", "sched"},
+        THREADS,
+    )
+    | dict.fromkeys(
+        {
+            "sys",
+            "inspect",
+            "gc",
+            "ctypes",
+            "ctypeslib",
+            "builtins",
+            "types",
+            "traceback",
+        }
+        | {"importlib", "import_module", "importorskip", "__dict__", "__self__"}
+        | {"__func__", "__wrapped__", "__getattribute__"},
+        FRAMES,
+    )
+    | dict.fromkeys(
+        {"jit", "fx", "export", "compiler", "compile", "package", "hub", "f2py"}
+        | {"cpp_extension", "jiterator", "serialization", "load_library", "pickle"}
+        | {"get_type_hints", "ForwardRef", "Formatter", "make_dataclass", "marshal"},
+        FROM_TEXT,
+    )
+    | dict.fromkeys(
+        {
+            "overrides",
+            "library",
+            "cond",
+            "while_loop",
+            "graph",
+            "hooks",
+            "register_hook",
+        }
+        | {"apply_", "map_", "map2_", "register_backward_hook"}
+        | {"register_full_backward_hook", "register_full_backward_pre_hook"}
+        | {"register_post_accumulate_grad_hook"},
+        INSIDE,
+    )
+)
+ANYWHERE = dict.fromkeys(
+    {"tb_frame", "tb_next", "f_back", "f_globals", "f_locals", "f_builtins", "f_code"}
+    | {"gi_frame", "gi_code", "cr_frame", "ag_frame", "__traceback__", "cell_contents"}
+    | {"__subclasses__", "__bases__", "__base__", "__mro__", "mro", "__builtins__"}
+    | {"__globals__", "__closure__", "__code__"},
+    FRAMES,
+) | dict.fromkeys(
+    {"__torch_function__", "__torch_dispatch__", "__del__", "DisableTorchFunction"}
+    | {"DisableTorchFunctionSubclass"},
+    INSIDE,
+)
+#: Library paths allowed despite a name in ``OFF_LIMITS``.
+ALLOWED_PATHS = frozenset({"re.compile", "importlib.import_module", "os._exit"})
+#: Builtins refused where they are not the student's own name: ``getattr``, ``vars`` and
+#: ``__import__`` only when handed on; called, they are judged by what they look up.
+BUILTINS_OFF = {
+    **dict.fromkeys(("eval", "exec", "compile", "breakpoint"), FROM_TEXT),
+    **dict.fromkeys(("globals", "locals"), FRAMES),
+}
+HANDED_ON = frozenset({"getattr", "vars", "__import__"})
+#: Methods that look an attribute up by a string, judged as ``getattr`` is.
+LOOKUP_METHODS = frozenset({"__getattr__", "__getattribute__"})
+#: Library namespaces of functions and classes only, where a computed ``getattr`` is judged
+#: when what it finds is called (``getattr(F, self.activation)``).
+LOOKUPS = frozenset(
+    {"torch.nn.functional", "torch.nn", "torch.nn.init", "torch.special"}
+    | {"torch.linalg", "torch.fft", "math"}
+)
+#: Keyword arguments that load pickles, which run code as they load.
+PICKLES = {"weights_only": True, "allow_pickle": False, "pickle_module": None}
 
 
 @dataclasses.dataclass(frozen=True)
 class Violation:
     file: str
     line: int
-    call: str  # the expression as written, e.g. "torch.softmax"
-    evasion: bool = False  # a construct that hides which function it reaches
-    #: It could change any part's verdict, so it costs every part: an evasion (what it reaches,
-    #: or where its result goes, the scan cannot follow), or a call in a file without a
-    #: forbidden list of its own (which only serves the files that have one).
+    call: str  # the construct as written, e.g. "torch.softmax"
+    #: It costs every part: it is in a file without a forbidden list of its own, which serves
+    #: the files that have one.
     whole: bool = False
-    #: Why it is refused and what to write instead, for a rule that says so itself.
+    #: Why it is refused and what to write instead; empty for a forbidden call.
     advice: str = ""
 
     @property
@@ -188,17 +259,10 @@ class Violation:
 
     def describe(self) -> str:
         where = f"{self.file}:{self.line} uses `{self.call}`"
+        cost = "every part" if self.whole else "this part"
         if self.advice:
-            cost = "every part" if self.whole else "this part"
             return (
                 f"{where if self.call else self.file}: {self.advice}; it costs {cost}"
-            )
-        if self.evasion:
-            cost = "every part" if self.whole else "this part"
-            return (
-                f"{where}, which hides which library function it reaches or reaches into "
-                "the grader; no student file may (the README's Forbidden calls: write library "
-                f"calls out by name), so it costs {cost}"
             )
         if self.whole:
             return (
@@ -214,62 +278,90 @@ class Violation:
 
 def student_rules() -> list[str]:
     """The rules beyond each file's forbidden list, as a student reads them (Markdown), made
-    from the lists the scan applies: the handout README and ``autograder check --rules``
+    from the tables the reader applies: the handout README and ``autograder check --rules``
     print these, so what students read is what is checked."""
 
     def names(items) -> str:
-        return ", ".join(f"`{n}`" for n in sorted(items, key=lambda n: n.lstrip("_")))
+        return ", ".join(
+            f"`{n}`" for n in sorted(set(items), key=lambda n: n.lstrip("_"))
+        )
 
-    def paths(advice: str) -> str:
-        return names(p for p, a in WATCH_PATHS.items() if a == advice)
+    def refused(reason: Reason, *more: str) -> str:
+        tables = (OFF_LIMITS, ANYWHERE, BUILTINS_OFF)
+        return names([*(n for t in tables for n, r in t.items() if r is reason), *more])
 
+    groups = "; ".join(
+        f"for {what}: {names(mods)}" for what, mods in IMPORTABLE.items()
+    )
+    limited = ", ".join(f"`{m}` only for {names(n)}" for m, n in LIMITED.items())
     return [
         (
-            "Write library calls out by name. A `getattr` with a computed name is fine on "
-            f"{names(RUNTIME_LOOKUPS)} (what it reaches is judged when it is called) and on "
-            "your own objects (`self`, `cls`, `super()`, instances of your classes); on any "
-            "other library module or object, and `getattr`, `setattr` or `vars` handed on as "
-            "values rather than called, it hides which function it reaches and costs every part."
+            "A forbidden call is seen when your code runs, however it is reached (an alias, a "
+            "computed name, a library class that calls one inside), and charged to your file "
+            "and line; `autograder check` also names one written out. The rules below keep "
+            "that watch able to see."
         ),
         (
-            'The check reads the whole file, `if __name__ == "__main__":` blocks included; '
-            "names used only in annotations or under `typing.TYPE_CHECKING` are not uses. Keep "
-            "comparisons against library functions in a script of your own, outside "
+            f"Import only these modules and their public submodules ({groups}), and your own "
+            "modules in any form (`from .attention import softmax`, `from transformer_hw "
+            'import masks`, `importlib.import_module(".attention", __package__)`). Use '
+            f"{limited}, each written out (`sys.exit(1)`, not `s = sys`)."
+        ),
+        (
+            "Reach library objects only by their public names: no attribute or imported name "
+            "that starts with `_` (dunders such as `__init__` aside) but on your own objects, "
+            "directly: `self._cache`, `cls._table`, `super()._f`, `type(self)._f`, `_k._x` for "
+            "`_k = MyClass()`, `attention._helper` for your module `attention`."
+        ),
+        (
+            "Write names out. A `getattr` with a computed name is fine on `self`, your own "
+            f"objects and on {names(LOOKUPS)} (`getattr(F, self.activation)(x)`: the function "
+            "it finds is judged when it is called), nowhere else; `setattr` with a computed "
+            "name only on `self`; `getattr`, `vars` and `__import__` are called, never handed "
+            "on as values."
+        ),
+        (
+            f"No threads, process pools, async tasks or signal handlers ({refused(THREADS)}): "
+            f"{THREADS.why}; {THREADS.instead}."
+        ),
+        (
+            "No frames, tracebacks, class hierarchies or insides of functions and modules "
+            f"({refused(FRAMES)}): {FRAMES.why}; {FRAMES.instead}."
+        ),
+        (
+            f"No code made from text or compiled ({refused(FROM_TEXT)}, `type` with three "
+            f"arguments, `metaclass=`, loading pickles through {names(PICKLES)}): "
+            f"{FROM_TEXT.why}; {FROM_TEXT.instead}."
+        ),
+        (
+            "Nothing torch runs inside its own calls, and nothing that switches its dispatch "
+            f"off ({refused(INSIDE)}): {INSIDE.instead}. Module forward hooks are fine."
+        ),
+        (
+            f"The names {names(ANYWHERE)} are refused on your own objects too; the other names "
+            "above only on library objects and objects of unknown origin (a method `compile` "
+            "of your own class is fine as `self.compile`)."
+        ),
+        (
+            "Names used only in annotations, or imported under `typing.TYPE_CHECKING`, are not "
+            'uses; everything else in the file is read, `if __name__ == "__main__":` blocks '
+            "included. Keep experiments with library functions in a script outside "
             "`transformer_hw/`."
         ),
         (
-            f"No threads, processes, async tasks or signal handlers ({paths(CONCURRENCY)}): "
-            "compute in the calling thread."
-        ),
-        (
-            f"No compilers or dispatch hooks ({paths(WATCH_MACHINERY)}), and nothing torch calls "
-            f"back from inside its own calls ({paths(CALLBACKS)}, the methods "
-            f"{names(CALLBACK_ATTRIBUTES)}): the watch of forbidden calls cannot follow them. "
-            "Module forward hooks are fine."
-        ),
-        (
-            "No frames, tracebacks or class hierarchies "
-            f"({names(WATCH_ATTRIBUTES)}, {paths(INTROSPECTION)}), and library objects only by "
-            "their public names (no attribute that starts with `_`, `os._exit` aside). Each of "
-            "these rules costs the part of the file that breaks it."
-        ),
-        (
-            "No file may reach into the grader or turn a string into an object: importing any of "
-            f"{names(TAMPER_MODULES)} (`import gc` for `gc.collect()` is fine; to save objects "
-            'use `torch.save` or `json`), using `sys.modules` other than `sys.modules["name"]`, '
-            f"{names(TAMPER_ATTRIBUTES)}, {names({'eval', 'exec', 'compile'})}. Any of these "
-            "costs every part."
+            "Breaking a rule costs the part of the file that breaks it; in `masks.py` and "
+            "`rope.py`, which serve every part, it costs every part. The feedback names the "
+            "construct, its file and line, and what to write instead."
         ),
         (
             f"Each module file is at most {MAX_MODULE // 1024} KB of ordinary code: one that "
-            f"cannot be read within {READ_SECONDS} s and {READ_MEMORY >> 30} GiB of memory costs "
-            "its own part."
+            f"cannot be read within {READ_SECONDS} s and {READ_MEMORY >> 30} GiB of memory, or "
+            "does not parse, costs its own part."
         ),
         (
             "Only the module files in the table above are graded. Another file in "
-            "`transformer_hw/` (a `_utils.py` of helpers, say) is left out, and code that imports "
-            "it fails: keep helpers in the module files that use them. Importing your own "
-            "modules in any form (absolute, relative, `importlib.import_module`) is fine."
+            "`transformer_hw/` (a `_utils.py` of helpers, say) is left out, and code that "
+            "imports it fails: keep helpers in the module files that use them."
         ),
     ]
 
@@ -286,7 +378,7 @@ def by_part(violations) -> dict[int, list[str]]:
 def scan_source(filename: str, source: str) -> list[Violation]:
     """Violations in one file's source, read on its own (other student files unknown), in this
     process: for tests and trusted text."""
-    return _Package({filename: source}).violations(filename)
+    return scan_reporting({filename: source}, lambda filename: None)
 
 
 #: Most bytes of one module file that is read at all (staging grades no larger file either);
@@ -337,26 +429,33 @@ def scan_package(package_dir: Path) -> list[Violation]:
     return sorted(violations, key=lambda v: (v.file, v.line, v.call))
 
 
-def unreadable(filename: str, why: str) -> Violation:
-    """The violation of a file the scan could not read: only its own part, as a file that does
-    not compile."""
-    return Violation(
-        filename,
-        1,
-        "",
-        advice=f"{why}, so it cannot be checked for forbidden calls; write ordinary code "
-        "(statements rather than one vast expression, no deep nesting, no generated tables)",
+def unreadable(filename: str, why: str, line: int = 1, instead: str = "") -> Violation:
+    """The violation of a file the reader could not read: only its own part, as a file that
+    does not compile."""
+    instead = instead or (
+        "write ordinary code (statements rather than one vast expression, no deep nesting, "
+        "no generated tables)"
     )
+    advice = f"{why}, so it cannot be checked against the rules; {instead}"
+    return Violation(filename, line, "", advice=advice)
 
 
 def scan_reporting(sources: dict[str, str], progress) -> list[Violation]:
     """``scan_package``'s reading, with ``progress(filename)`` called as each file's turn
-    comes (parsing, binding, judging), so a reader stopped on the way names the file."""
-    package = _Package(sources, progress)
+    comes, so a reader stopped on the way names the file."""
     found = []
     for filename in sorted(sources):
         progress(filename)
-        found += package.violations(filename)
+        try:
+            tree = ast.parse(sources[filename])
+        except SyntaxError as exc:  # the import fails too, and says where
+            why = f"it does not parse ({exc.msg})"
+            found.append(unreadable(filename, why, exc.lineno or 1, "fix the syntax"))
+            continue
+        except ValueError as exc:  # a null byte
+            found.append(unreadable(filename, f"it does not parse ({exc})"))
+            continue
+        found += _Reader(filename, sources[filename], tree).read()
     return found
 
 
@@ -443,964 +542,382 @@ def child_main(memory: int) -> None:
     out.write(json.dumps({"failed": failed}) + "\n")
 
 
-# What a name can be bound to ----------------------------------------------------------------
-# ("lib", "torch.nn.functional")  a library object, by its import path
-# ("own", "attention.softmax")    the student's own module, function, class or object
-# ("hidden", "masks.py:3")        reached by a construct the scan cannot resolve
-# ("opaque", "")                  anything else: a tensor, a number, a call's result
-
-OPAQUE = ("opaque", "")
-#: Most values one name may be bound to, and the longest attribute chain followed: beyond
-#: them a name or an expression is opaque (and so judged conservatively). Aliases of aliases
-#: would otherwise multiply from round to round, in the grading process.
-MAX_VALUES = 64
-MAX_CHAIN = 32
+# The reader ------------------------------------------------------------------------------------
+#: What a name is bound to, over the whole file: the student's own module, function, class,
+#: object (``OWN``), anything else (``OTHER``), or a library object by its import path.
+OWN, OTHER = "own", "other"
+#: The longest attribute chain whose library path is followed (``torch.nn.functional.softmax``
+#: is four names); beyond it, names are judged one by one.
+MAX_PATH = 8
 
 
-#: The nodes that bind a name (``_Module.bind_all``).
-_BINDERS = (
-    ast.Import,
-    ast.ImportFrom,
-    ast.FunctionDef,
-    ast.AsyncFunctionDef,
-    ast.ClassDef,
-    ast.Lambda,
-    ast.Assign,
-    ast.AnnAssign,
-    ast.NamedExpr,
-    ast.For,
-    ast.AsyncFor,
-    ast.comprehension,
-    ast.withitem,
-    ast.AugAssign,
-    ast.ExceptHandler,
-)
+class _Reader:
+    """One student file, read once: what each name is bound to anywhere in the file (no scopes:
+    a name bound both ways is not the student's own), then each node judged on its own."""
 
+    def __init__(self, filename: str, source: str, tree: ast.Module):
+        self.filename, self.tree = filename, tree
+        self.lines = source.encode(errors="replace").splitlines()
+        self.forbidden = RULES.get(filename, EVERY_FORBIDDEN)
+        self.whole = filename not in RULES
+        self.kinds: dict[str, set[str]] = {}
+        self.found: list[Violation] = []
+        self._roots: dict[ast.AST, ast.AST] = {}
+        self.classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        self._bind_all()
 
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-#: The nodes that make a name local to a scope, or declare it another scope's.
-_NAME_BINDERS = frozenset(
-    {ast.Name, ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef}
-    | {ast.ClassDef, ast.arg, ast.ExceptHandler, ast.Global, ast.Nonlocal}
-)
-
-
-class _Module:
-    """One student file: its syntax tree and what each of its names may be bound to, scope by
-    scope (a function's local ``norm`` is not the module ``norm`` another function uses)."""
-
-    def __init__(self, package: _Package, filename: str, source: str):
-        self.package, self.filename = package, filename
-        try:
-            self.tree = ast.parse(source)
-        except (SyntaxError, ValueError):
-            self.tree = ast.Module(body=[], type_ignores=[])
-        #: (scope, name) -> values; ``self.<attribute>`` -> values, for the whole file.
-        self.bindings: dict[tuple[ast.AST, str], set[tuple[str, str]]] = {}
-        self.attributes: dict[str, set[tuple[str, str]]] = {}
-        # One walk of the tree, kept: the binding rounds and the judging read its nodes again
-        # (walking anew each time cost most of a scan).
-        self.nodes: list[ast.AST] = []
-        self.parents: dict[ast.AST, ast.AST] = {}
-        todo = deque([self.tree])
-        while todo:
-            node = todo.popleft()
-            self.nodes.append(node)
-            for child in ast.iter_child_nodes(node):
-                self.parents[child] = node
-                todo.append(child)
-        self.binders = [n for n in self.nodes if isinstance(n, _BINDERS)]
-        self.class_names = {n.name for n in self.nodes if isinstance(n, ast.ClassDef)}
-        #: Each name's and each attribute's nodes, and what another file may import from
-        #: this one: found once, so that judging a name costs its uses, not the file.
-        self.uses: dict[str, list[ast.AST]] = {}
-        self.mentions: set[str] = set()
-        for node in self.nodes:
-            if isinstance(node, ast.Name):
-                self.uses.setdefault(node.id, []).append(node)
-            elif isinstance(node, ast.Attribute):
-                self.uses.setdefault(node.attr, []).append(node)
-                self.mentions.add(node.attr)
-            elif isinstance(node, ast.ImportFrom):
-                self.mentions.update(a.name for a in node.names)
-        self._scope_cache: dict[ast.AST, ast.AST] = {}
-        self.local_names, self.declared = self._scope_names()
-        self._homes: dict[tuple[ast.AST, str], ast.AST | None] = {}
-        self._saturated: set = set()  # bindings grown past MAX_VALUES: opaque for good
-        self._resolved: dict[ast.AST, tuple[int, set]] = {}
-        self._kept_uses: dict[tuple[ast.AST, str], tuple[list[ast.AST], bool]] = {}
-        self.type_checking_only = self._type_checking_blocks()
-
-    def _type_checking_blocks(self) -> set[ast.AST]:
-        """The nodes under ``if TYPE_CHECKING:`` (``typing``'s, never bound again here): they
-        never run, so what they import only serves annotations."""
-        guards = [
-            node
-            for node in self.nodes
-            if isinstance(node, ast.If)
-            and isinstance(node.test, (ast.Name, ast.Attribute))
-            and getattr(node.test, "id", getattr(node.test, "attr", ""))
-            == "TYPE_CHECKING"
-        ]
-        if not guards or not self._type_checking_is_typing():
-            return set()
-        return {inner for g in guards for top in g.body for inner in ast.walk(top)}
-
-    def _type_checking_is_typing(self) -> bool:
-        """``TYPE_CHECKING`` is bound only by an import from ``typing`` and only read."""
-        for node in self.uses.get("TYPE_CHECKING", ()):
-            if not isinstance(node.ctx, ast.Load):
-                return False
-        for node in self.nodes:
-            if isinstance(node, ast.ImportFrom) and any(
-                (a.asname or a.name) == "TYPE_CHECKING" for a in node.names
+    # What names are bound to ---------------------------------------------------------------
+    def _bind_all(self) -> None:
+        assigned = {}  # a name's only target -> the value it is bound to
+        for node in ast.walk(self.tree):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
             ):
-                if node.module != "typing" or any(
-                    a.asname not in (None, "TYPE_CHECKING")
-                    for a in node.names
-                    if a.name == "TYPE_CHECKING"
-                ):
-                    return False
-            elif (
-                isinstance(node, (ast.Global, ast.Nonlocal))
-                and "TYPE_CHECKING" in node.names
-            ):
-                return False
-        return True
-
-    # Scopes, as Python's compiler sees them ----------------------------------------------------
-    def scope_of(self, node: ast.AST) -> ast.AST:
-        """The scope ``node`` is evaluated in. A function's decorators, defaults and annotations
-        belong to the scope around it, as does a comprehension's first iterable."""
-        if node in self._scope_cache:
-            return self._scope_cache[node]
-        child, grandchild, parent = node, None, self.parents.get(node)
-        while parent is not None:
-            if isinstance(parent, ast.Module):
-                break
-            if isinstance(
-                parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-            ):
-                if child in parent.body:
-                    break
-            elif isinstance(parent, ast.Lambda):
-                if child is parent.body:
-                    break
-            elif isinstance(parent, _COMPREHENSIONS):
-                first = parent.generators[0]
-                if not (child is first and grandchild is first.iter):
-                    break
-            child, grandchild, parent = parent, child, self.parents.get(parent)
-        scope = self.tree if parent is None else parent
-        self._scope_cache[node] = scope
-        return scope
-
-    def _scope_names(self):
-        """The names each scope binds, and those it declares ``global`` or ``nonlocal``."""
-        local_names: dict[ast.AST, set[str]] = {}
-        declared: dict[ast.AST, dict[str, str]] = {}
-
-        def bound(scope, name):
-            local_names.setdefault(scope, set()).add(name)
-
-        for node in self.nodes:
-            kind = type(node)
-            if kind not in _NAME_BINDERS:
-                continue
-            if kind is ast.Name:
-                if type(node.ctx) is ast.Load:
-                    continue
-                bound(self.binding_scope(node), node.id)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                for a in node.names:
-                    if a.name != "*":
-                        bound(self.scope_of(node), a.asname or a.name.split(".")[0])
-            elif isinstance(
-                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-            ):
-                bound(self.scope_of(node), node.name)
-            elif isinstance(node, ast.arg):
-                bound(self.parents[self.parents[node]], node.arg)
-            elif isinstance(node, ast.ExceptHandler) and node.name:
-                bound(self.scope_of(node), node.name)
-            elif isinstance(node, (ast.Global, ast.Nonlocal)):
-                how = "global" if kind is ast.Global else "nonlocal"
-                for name in node.names:
-                    declared.setdefault(self.scope_of(node), {})[name] = how
-        return local_names, declared
-
-    def binding_scope(self, where: ast.AST) -> ast.AST:
-        """The scope the statement or target ``where`` binds its names in: its own, but an
-        assignment expression inside a comprehension binds outside it (PEP 572)."""
-        scope = self.scope_of(where)
-        if isinstance(self.parents.get(where), ast.NamedExpr):
-            while isinstance(scope, _COMPREHENSIONS):
-                scope = self.scope_of(scope)
-        return scope
-
-    def home(self, scope: ast.AST, name: str) -> ast.AST | None:
-        """The scope whose binding of ``name`` a use in ``scope`` reads (and an assignment
-        there writes), or None: a builtin or an unbound name. Class bodies are not seen from
-        the functions inside them."""
-        key = (scope, name)
-        if key not in self._homes:
-            self._homes[key] = self._find_home(scope, name)
-        return self._homes[key]
-
-    def _find_home(self, scope: ast.AST, name: str) -> ast.AST | None:
-        kind = self.declared.get(scope, {}).get(name)
-        if kind == "global":
-            return self.tree
-        if kind is None and name in self.local_names.get(scope, ()):
-            return scope
-        while scope is not self.tree:
-            scope = self.scope_of(scope)
-            if isinstance(scope, ast.ClassDef):
-                continue
-            if name in self.declared.get(scope, {}) or name in self.local_names.get(
-                scope, ()
-            ):
-                return self.home(scope, name)
-        return None
-
-    # Collecting bindings --------------------------------------------------------------------
-    def bind_all(self) -> None:
-        """One round of collection (what it learns grows ``package.version``)."""
-        for node in self.binders:
+                assigned[node.targets[0]] = node.value
+        later = []
+        for node in ast.walk(self.tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
-                    if a.asname:
-                        self._bind(node, a.asname, self._module_value(a.name))
-                    else:  # import torch.nn.functional binds torch
-                        top = a.name.split(".")[0]
-                        self._bind(node, top, self._module_value(top))
+                    path = a.name if a.asname else a.name.split(".")[0]
+                    self._bind(a.asname or path, self._module_kind(path))
             elif isinstance(node, ast.ImportFrom):
                 for a in node.names:
-                    if a.name != "*":
-                        name = a.asname or a.name
-                        self._bind(node, name, self._imported(node, a.name))
+                    own = _own_module(node)
+                    kind = OWN if own else f"{node.module}.{a.name}"
+                    self._bind(a.asname or a.name, kind)
             elif isinstance(
                 node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
             ):
-                self._bind(node, node.name, {("own", self._own(node.name))})
-                if not isinstance(node, ast.ClassDef):
-                    self._bind_arguments(node, own_self=True)
-            elif isinstance(node, ast.Lambda):
-                self._bind_arguments(node, own_self=False)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
-                targets = (
-                    node.targets if isinstance(node, ast.Assign) else [node.target]
-                )
-                if node.value is not None:
-                    for target in targets:
-                        self._assign(target, node.value)
-            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-                self._assign_opaque(node.target)
-            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-                self._assign_opaque(node.optional_vars)
-            elif isinstance(node, ast.AugAssign):
-                self._assign_opaque(node.target)
+                self._bind(node.name, OWN)
+            elif isinstance(node, ast.arg):
+                own = node.arg in ("self", "cls", "mcs")
+                self._bind(node.arg, OWN if own else OTHER)
+            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                if node in assigned:
+                    later.append(node)
+                else:
+                    self._bind(node.id, OTHER)
+            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+                self._bind(node.name, OTHER)
+            elif isinstance(node, ast.MatchMapping) and node.rest:
+                self._bind(node.rest, OTHER)
             elif isinstance(node, ast.ExceptHandler) and node.name:
-                self._bind(node, node.name, {OPAQUE})
+                self._bind(node.name, OTHER)
+        for target in later:  # after the imports and definitions they may name
+            self._bind(target.id, self._value_kind(assigned[target]))
 
-    def _bind_arguments(self, function: ast.AST, own_self: bool) -> None:
-        """A function's parameters, bound in its own scope (``self`` and ``cls`` of a def are
-        the student's own object)."""
-        args = function.args
-        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
-            own = own_self and arg.arg in ("self", "cls")
-            self._bind_in(function, arg.arg, {("own", "self")} if own else {OPAQUE})
-        for arg in (args.vararg, args.kwarg):
-            if arg is not None:
-                self._bind_in(function, arg.arg, {OPAQUE})
+    def _bind(self, name: str, kind: str) -> None:
+        self.kinds.setdefault(name, set()).add(kind)
 
-    def _bind(self, where: ast.AST, name: str, values) -> None:
-        """Bind ``name`` as the statement or target ``where`` does, in its scope."""
-        self._bind_in(self.binding_scope(where), name, values)
+    def _module_kind(self, path: str) -> str:
+        root = path.split(".")[0]
+        return OWN if root in (PACKAGE, *MODULES) else path
 
-    def _bind_in(self, scope: ast.AST, name: str, values) -> None:
-        key = (self.home(scope, name) or scope, name)
-        self._add_values(self.bindings, key, values)
-        if key[0] is scope and isinstance(scope, ast.ClassDef):
-            self._bind_attribute(name, values)  # a class attribute is also self.<name>
-
-    def _bind_attribute(self, attr: str, values) -> None:
-        self._add_values(self.attributes, attr, values)
-
-    def _add_values(self, table: dict, key, values) -> None:
-        if (id(table), key) in self._saturated:
-            return
-        bound = table.setdefault(key, set())
-        size = len(bound)
-        bound.update(values)
-        if len(bound) != size:
-            self.package.version += 1
-        if len(bound) > MAX_VALUES:
-            table[key] = {OPAQUE}
-            self._saturated.add((id(table), key))
-
-    def module_binding(self, name: str) -> set[tuple[str, str]] | None:
-        """What the module attribute ``name`` may be bound to."""
-        return self.bindings.get((self.tree, name))
-
-    def _assign(self, target: ast.AST, value: ast.AST) -> None:
-        if isinstance(target, (ast.Tuple, ast.List)):
-            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(
-                target.elts
-            ):
-                for t, v in zip(target.elts, value.elts):
-                    self._assign(t, v)
-            else:
-                self._assign_opaque(target)
-        elif isinstance(target, ast.Name):
-            self._bind(target, target.id, self.resolve(value))
-        elif isinstance(target, ast.Attribute) and self._is_self(target.value):
-            self._bind_attribute(target.attr, self.resolve(value))
-
-    def _assign_opaque(self, target: ast.AST) -> None:
-        for node in ast.walk(target):
-            if isinstance(node, ast.Name):
-                self._bind(node, node.id, {OPAQUE})
-            elif isinstance(node, ast.Attribute) and self._is_self(node.value):
-                self._bind_attribute(node.attr, {OPAQUE})
-
-    def _is_self(self, node: ast.AST) -> bool:
-        return isinstance(node, ast.Name) and ("own", "self") in (
-            self._name_value(node) or ()
+    def _value_kind(self, value: ast.AST) -> str:
+        """``x = OwnClass(...)`` is the student's own; ``m = importlib.import_module("math")``
+        and ``w = __import__("warnings")`` are that module; anything else is other."""
+        if not isinstance(value, ast.Call):
+            return OTHER
+        if self._own(value):
+            return OWN
+        module = self._imported_by(value)
+        if module is None:
+            return OTHER
+        if module.startswith("."):
+            return OWN
+        return self._module_kind(
+            module
+            if self._is(value.func, "importlib.import_module")
+            else module.split(".")[0]
         )
 
-    def _own(self, name: str) -> str:
-        return f"{self.filename.removesuffix('.py')}.{name}"
-
-    def _module_value(self, dotted: str) -> set[tuple[str, str]]:
-        parts = dotted.split(".")
-        if parts[0] == PACKAGE:
-            return {("own", ".".join(parts[1:]) or PACKAGE)}
-        if parts[0] in MODULES:  # ``import attention``, a script's fallback import
-            return {("own", dotted)}
-        return {("lib", dotted)}
-
-    def _imported(self, node: ast.ImportFrom, name: str) -> set[tuple[str, str]]:
-        module = node.module or ""
-        if _own_import(node):
-            inner = (
-                module.split(".", 1)[1] if module.startswith(PACKAGE + ".") else module
-            )
-            if node.level > 0 and not module:
-                return {("own", name)}  # from . import attention
-            return self.package.attribute({("own", inner or PACKAGE)}, name)
-        return {("lib", f"{module}.{name}")}
-
-    # Resolving an expression -----------------------------------------------------------------
-    def resolve(self, node: ast.AST) -> set[tuple[str, str]]:
-        """What ``node`` may be. Kept until a binding anywhere grows: an expression such as
-        ``f()()()`` is resolved from several places, and anew each time its cost would
-        multiply with each call."""
-        kept = self._resolved.get(node)
-        if kept is not None and kept[0] == self.package.version:
-            return kept[1]
-        values = self._resolve(node)
-        self._resolved[node] = (self.package.version, values)
-        return values
-
-    def _resolve(self, node: ast.AST) -> set[tuple[str, str]]:
-        if isinstance(node, ast.Name):
-            values = self._name_value(node)
-            if values is not None:
-                return values
-            return (
-                {("own", "self")}
-                if node.id in ("self", "cls")
-                else {("builtin", node.id)}
-            )
-        if isinstance(node, ast.Attribute):
-            if node.attr in TAMPER_ATTRIBUTES:
-                return self._tamper_value(node)
-            if _chain_length(node) > MAX_CHAIN:
-                return {OPAQUE}
-            return self.package.attribute(self.resolve(node.value), node.attr, self)
-        if isinstance(node, ast.Call):
-            return self._call_value(node)
-        if isinstance(node, ast.Subscript):
-            return self._subscript_value(node)
-        if isinstance(node, (ast.IfExp,)):
-            return self.resolve(node.body) | self.resolve(node.orelse)
-        if isinstance(node, ast.BoolOp):
-            return set().union(*(self.resolve(v) for v in node.values))
-        return {OPAQUE}
-
-    def _name_value(self, node: ast.Name) -> set[tuple[str, str]] | None:
-        """What a use of a name may be, from the scope Python reads it in; None when no scope
-        binds it (a builtin)."""
-        home = self.home(self.scope_of(node), node.id)
-        return None if home is None else self.bindings.get((home, node.id), set())
-
-    def _hidden(self, node: ast.AST) -> set[tuple[str, str]]:
-        return {("hidden", f"{self.filename}:{node.lineno}")}
-
-    def _tamper_value(self, node: ast.Attribute) -> set[tuple[str, str]]:
-        base = self.resolve(node.value)
-        if node.attr == "__globals__" and _all_own(base):
-            return {("globals", v[1]) for v in base}
-        if _all_own(base):
-            return {("own", f"{v[1]}.{node.attr}") for v in base}
-        return self._hidden(node)
-
-    def _call_value(self, node: ast.Call) -> set[tuple[str, str]]:
-        target = self.dynamic_target(node)
-        if target is None:
-            return self._instance_value(node)
-        if target == "unresolved":
-            return self._hidden(node)
-        base, name = target
-        return self.package.attribute(base, name, self) if name else base
-
-    def _instance_value(self, node: ast.Call) -> set[tuple[str, str]]:
-        """A call of the student's own class makes the student's own object: its attributes
-        are the class's (a forbidden class among its bases is judged in the class statement;
-        what another library base brings, the run-time watch sees). Any other call's result
-        is opaque. ``super()`` and ``type(self)`` in a method are the student's own too."""
-        if _is_builtin_call(node, "super", self) and not node.args:
-            return {("own", "super()")}
-        if (
-            _is_builtin_call(node, "type", self)
-            and len(node.args) == 1
-            and _all_own(self.resolve(node.args[0]))
-        ):
-            return {("own", "type()")}
-        classes = self.resolve(node.func)
-        if classes and all(
-            kind == "own" and self.package.is_class(where) for kind, where in classes
-        ):
-            return {("own", f"{where}()") for _, where in classes}
-        return {OPAQUE}
-
-    def _subscript_value(self, node: ast.Subscript) -> set[tuple[str, str]]:
-        key = node.slice.value if isinstance(node.slice, ast.Constant) else None
-        inner = node.value
-        if _is_sys_modules(inner, self):
-            if isinstance(key, str) and key.split(".")[0] not in TAMPER_MODULES:
-                return {("lib", key)}
-            return self._hidden(node)
-        namespace = None
-        if isinstance(inner, ast.Attribute) and inner.attr == "__dict__":
-            namespace = self.resolve(inner.value)
-        elif _is_builtin_call(inner, "vars", self) and len(inner.args) == 1:
-            namespace = self.resolve(inner.args[0])
-        elif isinstance(inner, ast.Attribute) and inner.attr == "__globals__":
-            base = self.resolve(inner.value)
-            if _all_own(base) and isinstance(key, str):
-                return self.package.attribute(
-                    {("own", v[1].split(".")[0]) for v in base}, key
-                )
-            return self._hidden(node)
-        if namespace is None:
-            return {OPAQUE}
-        if isinstance(key, str):
-            return self.package.attribute(namespace, key, self)
-        return self._hidden(node)
-
-    def dynamic_target(self, node: ast.Call):
-        """What a dynamic lookup reaches: ``(base values, attribute or "")``, ``"unresolved"``,
-        or None when the call is not a dynamic lookup."""
-        func, args = node.func, node.args
-        name = _const_str(args[1]) if len(args) >= 2 else None
-        if _is_builtin_call(node, "getattr", self) and len(args) >= 2:
-            base = self.resolve(args[0])
-            if name is not None:
-                return base, name
-            return None if _all_own(base) or _runtime_lookup(base) else "unresolved"
-        if (
-            isinstance(func, ast.Attribute)
-            and func.attr in ("__getattribute__", "__getattr__")
-            and args
-        ):
-            base = self.resolve(func.value)
-            if (attr := _const_str(args[0])) is not None:
-                return base, attr
-            return None if _all_own(base) else "unresolved"
-        module = None
-        if _is_builtin_call(node, "__import__", self) and args:
-            module = _const_str(args[0])
-            if module is not None:
-                fromlist = next(
-                    (k.value for k in node.keywords if k.arg == "fromlist"),
-                    args[3] if len(args) >= 4 else None,
-                )
-                if not fromlist or (
-                    isinstance(fromlist, (ast.List, ast.Tuple)) and not fromlist.elts
-                ):
-                    module = module.split(".")[0]
-        elif self._reaches(func, "importlib.import_module") and args:
-            module = _const_str(args[0])
-            if module is not None and module.startswith("."):  # relative: the package's
-                return {("own", module.lstrip(".") or PACKAGE)}, ""
-        else:
+    def _imported_by(self, node: ast.Call) -> str | None:
+        """The constant module name a dynamic import call names, if it is one."""
+        if not node.args:
             return None
-        if module is None or module.split(".")[0] in TAMPER_MODULES:
-            return "unresolved"
-        return self._module_value(module), ""
+        if self._builtin(node.func, "__import__") or self._is(
+            node.func, "importlib.import_module"
+        ):
+            return _const(node.args[0])
+        return None
 
-    def _reaches(self, node: ast.AST, path: str) -> bool:
-        return ("lib", path) in self.resolve(node)
+    # Names and chains ------------------------------------------------------------------------
+    def _root(self, node: ast.AST) -> ast.AST:
+        chain = []
+        while isinstance(node, ast.Attribute) and node not in self._roots:
+            chain.append(node)
+            node = node.value
+        root = self._roots.get(node, node)
+        for link in chain:
+            self._roots[link] = root
+        return root
 
-    # Judging ----------------------------------------------------------------------------------
-    def violations(self, forbidden: frozenset[str]) -> list[Violation]:
-        found = []
-
-        def add(node, call, evasion=False, lookup=False):
-            # A lookup on an object that is no library's costs its own part, unless its
-            # result can reach another file (it runs at import, or in a def or class that
-            # another file uses); every other evasion costs every part.
-            whole = evasion and not (lookup and not self._serves_others(node))
-            found.append(Violation(self.filename, node.lineno, call, evasion, whole))
-
-        def refuse(node, call, advice):
-            found.append(
-                Violation(self.filename, node.lineno, call, True, advice=advice)
+    def _own(self, node: ast.AST, anywhere: bool = False) -> bool:
+        """``node`` is the student's own module, function, class or object: a name bound to
+        nothing else in the file, ``self``, ``super()``, ``type(self)``, an instance of a class
+        defined here. ``anywhere``: hangs off a name bound to one of them, among other things."""
+        if anywhere:
+            node = self._root(node)
+        if isinstance(node, ast.Call):
+            if self._builtin(node.func, "super"):
+                return True
+            if self._builtin(node.func, "type") and len(node.args) == 1:
+                return self._own(node.args[0], anywhere)
+            func = node.func
+            return (
+                isinstance(func, ast.Name)
+                and func.id in self.classes
+                and self._own(func)
             )
+        if not isinstance(node, ast.Name):
+            return False
+        kinds = self.kinds.get(node.id, {OWN} if node.id in ("self", "cls") else set())
+        return OWN in kinds if anywhere else kinds == {OWN}
 
-        for node in self.nodes:
-            if node in self.type_checking_only:
-                continue
-            self._judge_watch(refuse, node)
-            if isinstance(node, (ast.Name, ast.Attribute)) and (
-                self._modules_at_large(node) or self._string_resolver(node)
-            ):
-                add(node, _snippet(self.parents[node]), evasion=True)
-            elif isinstance(node, ast.Attribute):
-                if node.attr in TAMPER_ATTRIBUTES:
-                    if not self._resolved_namespace(node):
-                        lookup = node.attr == "__dict__" and not self._lib_based(
-                            node.value
-                        )
-                        add(node, _snippet(node), evasion=True, lookup=lookup)
-                elif (
-                    _forbidden(node.attr, forbidden, self._lib_based(node.value))
-                    and not _all_own(self.resolve(node.value))
-                    and not self._only_named(node)
-                ):
-                    add(node, ast.unparse(node))
-                elif _all_own(base := self.resolve(node.value)):
-                    self._judge_own(add, node, base, node.attr, forbidden)
-            elif isinstance(node, ast.ImportFrom):
-                module = node.module or ""
-                own = _own_import(node)
-                for a in node.names:
-                    if own:
-                        self._judge_value(
-                            add, node, a.name, self._imported(node, a.name), forbidden
-                        )
-                    elif _forbidden(a.name, forbidden) and not self._only_tested(
-                        a.asname or a.name, self.scope_of(node), node
-                    ):
-                        add(node, f"{module}.{a.name}")
-                if (
-                    not own
-                    and module.split(".")[0] in TAMPER_MODULES
-                    and (
-                        module != "gc"
-                        or any(a.name not in GC_HARMLESS for a in node.names)
-                    )
-                ):
-                    add(node, _snippet(node), evasion=True)
-            elif isinstance(node, ast.Import):
-                if any(
-                    a.name.split(".")[0] in TAMPER_MODULES and a.name != "gc"
-                    for a in node.names
-                ):
-                    add(node, _snippet(node), evasion=True)
-            elif isinstance(node, ast.Name) and self._dynamic_builtin_as_value(node):
-                add(node, _snippet(self.parents[node]), evasion=True)
-            elif isinstance(node, ast.Name) and type(node.ctx) is ast.Load:
-                if ("lib", "gc") in (self._name_value(node) or ()) and not (
-                    isinstance(parent := self.parents.get(node), ast.Attribute)
-                    and parent.attr in GC_HARMLESS
-                ):
-                    add(node, _snippet(parent or node), evasion=True)
-            elif isinstance(node, ast.Call):
-                self._judge_call(add, node, forbidden)
-            elif isinstance(node, ast.Subscript):
-                if _is_sys_modules(node.value, self) and (
-                    (_const_str(node.slice) or "?").split(".")[0]
-                    in TAMPER_MODULES | {"?"}
-                ):
-                    add(node, _snippet(node), evasion=True)
-                elif _forbidden(_const_str(node.slice) or "", forbidden) and any(
-                    kind == "lib" and _forbidden(where.split(".")[-1], forbidden)
-                    for kind, where in self._subscript_value(node)
-                ):
-                    add(node, _snippet(node))
-        return sorted(set(found), key=lambda v: (v.line, v.call))
+    def _paths(self, node: ast.AST) -> set[str]:
+        """The library paths ``node`` may name (``F.softmax``: ``torch.nn.functional.softmax``)."""
+        attrs = []
+        while isinstance(node, ast.Attribute) and len(attrs) < MAX_PATH:
+            attrs.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return set()
+        tail = "".join(f".{a}" for a in reversed(attrs))
+        return {k + tail for k in self.kinds.get(node.id, ()) if k not in (OWN, OTHER)}
 
-    def _judge_watch(self, refuse, node: ast.AST) -> None:
-        """The rules that keep the run-time watch on (``WATCH_PATHS``, ``WATCH_ATTRIBUTES``,
-        private names of library objects)."""
+    def _is(self, node: ast.AST, path: str) -> bool:
+        return path in self._paths(node)
+
+    def _builtin(self, node: ast.AST, name: str) -> bool:
+        return isinstance(node, ast.Name) and node.id == name and name not in self.kinds
+
+    # Judging -----------------------------------------------------------------------------------
+    def read(self) -> list[Violation]:
+        todo: list[tuple[ast.AST, ast.AST | None]] = [(self.tree, None)]
+        while todo:
+            node, parent = todo.pop()
+            self._judge(node, parent)
+            todo.extend((child, node) for child in self._children(node))
+        return sorted(set(self.found), key=lambda v: (v.line, v.call))
+
+    def _children(self, node: ast.AST) -> list[ast.AST]:
+        """What is read of ``node``: not what is imported under ``typing.TYPE_CHECKING``, nor
+        annotations that call nothing (names used only there are no uses)."""
+        if isinstance(node, ast.If) and self._type_checking(node.test):
+            return [node.test, *node.orelse]
+        skip = None
+        if isinstance(node, (ast.arg, ast.AnnAssign)):
+            skip = node.annotation
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            skip = node.returns
+        children = list(ast.iter_child_nodes(node))
+        if skip is not None and not any(
+            isinstance(n, ast.Call) for n in ast.walk(skip)
+        ):
+            children.remove(skip)
+        return children
+
+    def _type_checking(self, test: ast.AST) -> bool:
+        if isinstance(test, ast.Name):
+            return self.kinds.get(test.id) == {"typing.TYPE_CHECKING"}
+        return self._paths(test) == {"typing.TYPE_CHECKING"}
+
+    def _refuse(self, node: ast.AST, reason: Reason, what: str = "") -> None:
+        advice = f"{reason.why}; {reason.instead}"
+        what = what or self._snippet(node)
+        self.found.append(
+            Violation(self.filename, node.lineno, what, self.whole, advice)
+        )
+
+    def _snippet(self, node: ast.AST) -> str:
+        """``node`` as written, at most 60 characters, cut from its line in constant time."""
+        line, start = self.lines[node.lineno - 1], node.col_offset
+        one_line = node.end_lineno == node.lineno
+        end = min(node.end_col_offset if one_line else len(line), start + 240)
+        text = line[start:end].decode(errors="replace")
+        whole = one_line and end == node.end_col_offset and len(text) <= 60
+        return text if whole else text[:57] + "..."
+
+    def _judge(self, node: ast.AST, parent: ast.AST | None) -> None:
         if isinstance(node, ast.Import):
             for a in node.names:
-                if advice := watch_rule(a.name):
-                    refuse(node, f"import {a.name}", advice)
-        elif isinstance(node, ast.ImportFrom) and not _own_import(node):
-            module = node.module or ""
+                self._judge_import(node, a.name, f"import {a.name}")
+        elif isinstance(node, ast.ImportFrom) and not _own_module(node):
             for a in node.names:
-                if advice := watch_rule(f"{module}.{a.name}") or watch_rule(module):
-                    refuse(node, f"from {module} import {a.name}", advice)
+                what = f"from {node.module} import {a.name}"
+                if self._judge_import(node, node.module, what) and a.name != "*":
+                    self._judge_name(node, a.name, f"{node.module}.{a.name}", what)
         elif isinstance(node, ast.Attribute):
-            lib = self._lib_based(node.value)
-            if node.attr in CALLBACK_ATTRIBUTES and not self._own_based(node.value):
-                refuse(node, _snippet(node), CALLBACKS)
-            elif node.attr in WATCH_ATTRIBUTES and (node.attr != "__self__" or lib):
-                if not (
-                    node.attr == "__getattribute__" and self._own_based(node.value)
-                ):
-                    refuse(node, _snippet(node), INTROSPECTION)
-            elif (
-                lib
-                and _private(node.attr)
-                and not _is_attribute_of(node, self)
-                and not any(
-                    where in PUBLIC_UNDERSCORED for _, where in self.resolve(node)
-                )
-            ):
-                refuse(node, _snippet(node), PRIVATE)
-            self._judge_watch_path(refuse, node)
+            if not (isinstance(parent, ast.Attribute) and parent.value is node):
+                self._judge_chain(node)  # at the chain's end, once
+        elif isinstance(node, ast.Name):
+            self._judge_bare(node, parent)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name in ANYWHERE:
+                self._refuse(node, ANYWHERE[node.name], f"def {node.name}")
+            if isinstance(node, ast.ClassDef):
+                self._judge_class(node)
         elif isinstance(node, ast.Call):
-            target = self.dynamic_target(node)
-            if isinstance(target, tuple) and target[1]:
-                base, name = target
-                if name in WATCH_ATTRIBUTES and not _all_own(base):
-                    refuse(node, _snippet(node), INTROSPECTION)
-                elif _private(name) and _any_lib(base):
-                    refuse(node, _snippet(node), PRIVATE)
-            if target is not None:
-                self._judge_watch_path(refuse, node)
-            self._judge_getters(refuse, node)
+            self._judge_call(node)
 
-    def _judge_watch_path(self, refuse, node: ast.AST) -> None:
-        """``node`` reaches a refused library path (``torch._C._VariableFunctions`` is judged
-        once, as a whole)."""
-        parent = self.parents.get(node)
-        if isinstance(parent, ast.Attribute) and parent.value is node:
-            return
-        for kind, where in self.resolve(node):
-            if kind == "lib" and (advice := watch_rule(where)):
-                refuse(node, _snippet(node), advice)
-                return
-
-    def _judge_getters(self, refuse, node: ast.Call) -> None:
-        """Every name given to ``operator.attrgetter`` (dotted, each part), the method name
-        given to ``methodcaller`` and every string key given to ``itemgetter``, judged as an
-        attribute name; a computed name for the first two is refused."""
-        getter = next(
-            (
-                name
-                for name in ("attrgetter", "methodcaller", "itemgetter")
-                if self._reaches(node.func, f"operator.{name}")
-            ),
-            None,
-        )
-        if getter is None:
-            return
-        names = node.args[:1] if getter == "methodcaller" else node.args
-        for arg in names:
-            name = _const_str(arg)
-            if name is None:
-                if getter != "itemgetter":
-                    refuse(node, _snippet(node), PRIVATE + " (name them as constants)")
-                continue
-            for part in name.split(".") if getter == "attrgetter" else [name]:
-                if part in WATCH_ATTRIBUTES or _private(part):
-                    advice = INTROSPECTION if part in WATCH_ATTRIBUTES else PRIVATE
-                    refuse(node, _snippet(node), advice)
-
-    def _own_based(self, node: ast.AST) -> bool:
-        return _all_own(self.resolve(node))
-
-    def _dynamic_builtin_as_value(self, node: ast.Name) -> bool:
-        """``getattr`` and its kin handed on rather than called (a call is judged as one)."""
-        if type(node.ctx) is not ast.Load or node.id not in DYNAMIC_BUILTINS:
+    def _judge_import(self, node: ast.AST, module: str, what: str) -> bool:
+        """An import of ``module`` (and of each package on its path): allowed or refused."""
+        parts = module.split(".")
+        if parts[0] in (PACKAGE, *MODULES):
+            return True
+        if parts[0] not in ROOTS:
+            self._refuse(node, OFF_LIMITS.get(parts[0], IMPORTS), what)
             return False
-        if self._name_value(node) is not None:
-            return False  # the student's own name
-        parent = self.parents.get(node)
-        return not (isinstance(parent, ast.Call) and parent.func is node)
-
-    def _modules_at_large(self, node: ast.AST) -> bool:
-        """``sys.modules`` used other than by a subscript (``sys.modules.get(...)``,
-        ``.values()``): it reaches every module, the grader's among them. Subscripts are
-        judged by their key."""
-        if isinstance(node, ast.Name) and type(node.ctx) is not ast.Load:
-            return False
-        parent = self.parents.get(node)
-        if isinstance(parent, ast.Subscript) and parent.value is node:
-            return False
-        if isinstance(parent, ast.Attribute) and parent.attr == "modules":
-            return False  # the ``sys`` of ``sys.modules``
-        if isinstance(parent, ast.Compare) and node in parent.comparators:
-            return False  # ``"google.colab" in sys.modules``
-        return _is_sys_modules(node, self)
-
-    def _serves_others(self, node: ast.AST) -> bool:
-        """``node`` runs at import, or in a function or class another student file names."""
-        statement = node
-        while self.parents.get(statement) is not self.tree:
-            statement = self.parents[statement]
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            return self.package.mentioned_elsewhere(statement.name, self)
+        for i, name in enumerate(parts[1:], 1):
+            if not self._judge_name(node, name, ".".join(parts[: i + 1]), what):
+                return False
         return True
 
-    def _lib_based(self, node: ast.AST) -> bool:
-        return _any_lib(self.resolve(node))
-
-    def _string_resolver(self, node: ast.AST) -> bool:
-        if isinstance(node, ast.Name) and type(node.ctx) is not ast.Load:
-            return False
-        return any(
-            kind == "lib" and where.startswith(STRING_RESOLVERS)
-            for kind, where in self.resolve(node)
-        )
-
-    def _only_named(self, node: ast.Attribute) -> bool:
-        """``node`` names a library class without reaching it: the class the builtin
-        ``isinstance`` or ``issubclass`` tests against (alone, in tuples, in ``|`` unions), an
-        operand of an identity, equality or membership test, a ``case`` pattern's class, part
-        of an annotation that calls nothing, or in a tuple bound to a name that is itself
-        only used so (``NORMS = (nn.LayerNorm,)`` for ``isinstance(m, NORMS)``)."""
-        child, parent = self._container(node)
-        if self._tested_against(node, child, parent):
-            return True
-        if (
-            child is not node
-            and isinstance(parent, (ast.Assign, ast.AnnAssign))
-            and parent.value is child
-        ):
-            targets = (
-                parent.targets if isinstance(parent, ast.Assign) else [parent.target]
-            )
-            if len(targets) == 1 and isinstance(targets[0], ast.Name):
-                return self._used_only_as_named(targets[0])
-        return self._in_annotation(node)
-
-    def _container(self, node: ast.AST) -> tuple[ast.AST, ast.AST | None]:
-        """The outermost tuple, list, set or ``|`` union around ``node`` (or ``node``), and
-        what holds it."""
-        child, parent = node, self.parents.get(node)
-        while isinstance(parent, (ast.Tuple, ast.List, ast.Set)) or (
-            isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.BitOr)
-        ):
-            child, parent = parent, self.parents.get(parent)
-        return child, parent
-
-    def _tested_against(self, node, child, parent) -> bool:
-        if (
-            isinstance(parent, ast.Call)
-            and len(parent.args) == 2
-            and parent.args[1] is child
-            and not parent.keywords
-            and (
-                _is_builtin_call(parent, "isinstance", self)
-                or _is_builtin_call(parent, "issubclass", self)
-            )
-        ):
-            return True
-        if isinstance(parent, ast.Compare) and all(
-            isinstance(op, _NAMING_TESTS) for op in parent.ops
-        ):
-            return True
-        return (
-            isinstance(parent, ast.MatchClass) and parent.cls is node
-        ) or isinstance(parent, ast.MatchValue)
-
-    def _used_only_as_named(self, target: ast.Name) -> bool:
-        return self._only_tested(target.id, self.binding_scope(target), target)
-
-    def _only_tested(self, name: str, scope: ast.AST, binder: ast.AST) -> bool:
-        """The name ``binder`` binds in ``scope`` is used in this file (as ``self.<name>`` too,
-        for a class attribute), every use a test against it or an annotation, and no other
-        student file can import it."""
-        home = self.home(scope, name) or scope
-        if home is self.tree and self.package.mentioned_elsewhere(name, self):
-            return False
-        bindings, only_tested = self._uses_of(home, name)
-        # bound again: to what, the uses no longer say
-        return only_tested and all(node is binder for node in bindings)
-
-    def _uses_of(self, home: ast.AST, name: str) -> tuple[list[ast.AST], bool]:
-        """The nodes that bind ``name`` of ``home`` again (as ``self.<name>`` too, for a class
-        attribute), and whether it is read at all and every read tests against it or lies
-        in an annotation. Kept: each binding of a name asks again."""
-        if (home, name) not in self._kept_uses:
-            self._kept_uses[home, name] = self._find_uses(home, name)
-        return self._kept_uses[home, name]
-
-    def _find_uses(self, home: ast.AST, name: str) -> tuple[list[ast.AST], bool]:
-        in_class = isinstance(home, ast.ClassDef)
-        bindings, read, only_tested = [], False, True
-        for node in self.uses.get(name, ()):
-            if isinstance(node, ast.Name):
-                if self.home(self.scope_of(node), name) is not home:
-                    continue
-            elif not (in_class and self._is_self(node.value)):
-                continue
-            if not isinstance(node.ctx, ast.Load):
-                bindings.append(node)
-                continue
-            child, parent = self._container(node)
-            read = True
-            only_tested &= self._tested_against(
-                node, child, parent
-            ) or self._in_annotation(node)
-        return bindings, read and only_tested
-
-    def _in_annotation(self, node: ast.AST) -> bool:
-        """``node`` lies in a parameter's, a return's or a variable's annotation, with no
-        call between them."""
-        child, parent = node, self.parents.get(node)
-        while parent is not None and not isinstance(parent, ast.Call):
-            if (
-                isinstance(parent, (ast.arg, ast.AnnAssign))
-                and child is parent.annotation
-            ) or (
-                isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef))
-                and child is parent.returns
-            ):
-                return True
-            child, parent = parent, self.parents.get(parent)
-        return False
-
-    def _judge_call(self, add, node: ast.Call, forbidden) -> None:
-        target = self.dynamic_target(node)
-        if target == "unresolved":
-            func = node.func
-            on = node.args[0] if _is_builtin_call(node, "getattr", self) else None
-            if isinstance(func, ast.Attribute) and func.attr.startswith("__getattr"):
-                on = func.value
-            lookup = on is not None and not self._lib_based(on)
-            add(node, _snippet(node), evasion=True, lookup=lookup)
-        elif target is not None:
-            base, name = target
-            if not _all_own(base) and _forbidden(name, forbidden, _any_lib(base)):
-                add(node, _snippet(node))
-        elif any(_is_builtin_call(node, b, self) for b in ("eval", "exec", "compile")):
-            add(node, _snippet(node), evasion=True)
-        elif self._reaches(node.func, "operator.attrgetter") or self._reaches(
-            node.func, "operator.methodcaller"
-        ):
-            many = self._reaches(node.func, "operator.attrgetter")
-            for arg in node.args if many else node.args[:1]:
-                name = _const_str(arg)
-                if name is not None and any(
-                    _forbidden(part, forbidden) for part in name.split(".")
-                ):
-                    add(node, _snippet(node))
-
-    def _judge_own(self, add, node, base, attr: str, forbidden) -> None:
-        """An attribute of the student's own module that another file bound to a library."""
-        if any(v[1] in MODULE_NAMES for v in base):
-            self._judge_value(
-                add, node, attr, self.package.attribute(base, attr), forbidden
-            )
-
-    def _judge_value(self, add, node, name: str, values, forbidden) -> None:
-        for kind, where in values:
-            if kind == "lib" and _forbidden(where.split(".")[-1], forbidden):
-                add(node, f"{name} (bound to {where} in another file)")
-            elif kind == "hidden" and not where.startswith(self.filename + ":"):
-                add(node, f"{name} (bound at {where})", evasion=True)
-
-    def _resolved_namespace(self, node: ast.Attribute) -> bool:
-        """``X.__dict__["name"]``, ``f.__globals__["name"]`` of the student's own ``f``, and any
-        of these attributes of the student's own objects are resolved, not hidden."""
-        parent = self.parents.get(node)
-        if _all_own(self.resolve(node.value)) and node.attr != "__globals__":
-            return True
-        if not (isinstance(parent, ast.Subscript) and parent.value is node):
-            return False
-        if _const_str(parent.slice) is None:
-            return False
-        if node.attr == "__dict__":
-            return True
-        return node.attr == "__globals__" and _all_own(self.resolve(node.value))
-
-
-MODULE_NAMES = frozenset(MODULES) | {PACKAGE}
-#: Comparisons that test against an object without calling it.
-_NAMING_TESTS = (ast.Is, ast.IsNot, ast.Eq, ast.NotEq, ast.In, ast.NotIn)
-
-
-class _Package:
-    """Every student file, read together, so one file's binding is known in another."""
-
-    def __init__(self, sources: dict[str, str], progress=lambda filename: None):
-        self.version = 0  # grows with every binding learned (``_Module.resolve``)
-        self.modules = {}
-        for name, text in sources.items():
-            progress(name)
-            self.modules[name.removesuffix(".py")] = _Module(self, name, text)
-        for _ in range(8):  # aliases of aliases, across files: a few rounds settle them
-            before = self.version
-            for module in self.modules.values():
-                progress(module.filename)
-                module.bind_all()
-            if self.version == before:  # nothing learned this round
-                break
-
-    def attribute(self, base, attr: str, module: _Module | None = None):
-        """What ``<base>.<attr>`` may be, for each value ``base`` may be."""
-        out = set()
-        for kind, where in base:
-            if kind == "lib":
-                out.add(("lib", f"{where}.{attr}"))
-            elif kind in ("own", "globals"):
-                if kind == "own" and where == "self":
-                    bound = module.attributes.get(attr) if module else None
-                    out |= bound or {("own", f"self.{attr}")}
-                    continue
-                name = where.split(".")[0] if kind == "globals" else where
-                if name == PACKAGE:
-                    out.add(("own", attr))
-                elif name in self.modules and (
-                    bound := self.modules[name].module_binding(attr)
-                ):
-                    out |= bound
-                else:
-                    out.add(("own", f"{where}.{attr}"))
-            elif kind == "hidden":
-                out.add((kind, where))
+    def _judge_name(
+        self, node: ast.AST, name: str, path: str, what: str, own: bool = False
+    ) -> bool:
+        """``name`` read off a library object at ``path`` (or off the student's own object,
+        ``own``, or an unknown one, ``path`` empty): allowed, or refused once."""
+        reason = ANYWHERE.get(name)
+        root = path.split(".")[0]
+        if reason is None and not own and path not in ALLOWED_PATHS:
+            if root in LIMITED and path.count(".") == 1 and name not in LIMITED[root]:
+                reason = FRAMES
+            elif _private(name):
+                reason = PRIVATE
             else:
-                out.add(OPAQUE)
-        return out
+                reason = OFF_LIMITS.get(name)
+        if reason is not None:
+            self._refuse(node, reason, what)
+        return reason is None
 
-    def is_class(self, where: str) -> bool:
-        """``where`` (``"attention.Kernel"``) names a class a student file defines."""
-        module, _, name = where.partition(".")
-        return module in self.modules and name in self.modules[module].class_names
+    def _judge_chain(self, node: ast.Attribute) -> None:
+        """An attribute chain, from its root outward, up to the first name it may not read
+        (``torch._C._VariableFunctions`` is refused once, at ``torch._C``)."""
+        links = []
+        while isinstance(node, ast.Attribute):
+            links.append(node)
+            node = node.value
+        for link in reversed(links):
+            own = self._own(link.value)
+            if not self._judge_name(link, link.attr, self._path(link), "", own):
+                return
 
-    def mentioned_elsewhere(self, name: str, module: _Module) -> bool:
-        """Another student file imports ``name`` or reads an attribute of that name (or
-        imports everything)."""
-        return any(
-            name in other.mentions or "*" in other.mentions
-            for other in self.modules.values()
-            if other is not module
-        )
+    def _judge_bare(self, node: ast.Name, parent: ast.AST | None) -> None:
+        """A name read as a value: a refused builtin, a dynamic builtin handed on, a module
+        used only by some of its names handed on whole, or a dunder that torch calls."""
+        if node.id in ANYWHERE:
+            self._refuse(node, ANYWHERE[node.id], node.id)
+        if not isinstance(node.ctx, ast.Load):
+            return
+        called = isinstance(parent, ast.Call) and parent.func is node
+        if node.id in BUILTINS_OFF and node.id not in self.kinds:
+            self._refuse(parent if called else node, BUILTINS_OFF[node.id])
+        elif node.id in HANDED_ON and node.id not in self.kinds and not called:
+            self._refuse(
+                node,
+                DYNAMIC,
+                self._snippet(parent if isinstance(parent, ast.expr) else node),
+            )
+        elif any(k in LIMITED for k in self.kinds.get(node.id, ())) and not (
+            isinstance(parent, ast.Attribute) and parent.value is node
+        ):
+            self._refuse(node, FRAMES, f"{node.id} (the whole module)")
 
-    def violations(self, filename: str) -> list[Violation]:
-        """A file with a forbidden list is judged by it; a file without one (masks.py,
-        rope.py) by every list, at the cost of every part: what it calls, it calls for the
-        files that have one."""
-        module = self.modules.get(filename.removesuffix(".py"))
-        if module is None:
-            return []
-        if filename in RULES:
-            return module.violations(RULES[filename])
-        return [
-            v if v.advice else dataclasses.replace(v, whole=True)
-            for v in module.violations(EVERY_FORBIDDEN)
-        ]
+    def _judge_class(self, node: ast.ClassDef) -> None:
+        for base in node.bases:
+            if self._builtin(base, "type"):
+                self._refuse(node, FROM_TEXT, f"class {node.name}(type)")
+            self._judge_forbidden(base, base)
+        for keyword in node.keywords:
+            if keyword.arg == "metaclass" and not self._paths(keyword.value):
+                self._refuse(node, FROM_TEXT, f"class {node.name}(metaclass=...)")
+
+    def _judge_call(self, node: ast.Call) -> None:
+        func, args = node.func, node.args
+        self._judge_forbidden(node, func)
+        for keyword in node.keywords:
+            if (
+                keyword.arg in PICKLES
+                and _constant(keyword.value) != PICKLES[keyword.arg]
+            ):
+                self._refuse(node, FROM_TEXT)
+        name = _const(args[1]) if len(args) >= 2 else None
+        if self._builtin(func, "getattr") and len(args) >= 2:
+            self._judge_lookup(node, args[0], args[1])
+        elif isinstance(func, ast.Attribute) and func.attr in LOOKUP_METHODS and args:
+            # a bound method takes the name, an unbound one the object and the name
+            base, key = (func.value, args[0]) if len(args) == 1 else args[:2]
+            self._judge_lookup(node, base, key)
+        elif self._builtin(func, "setattr") and len(args) >= 2:
+            if name is not None:
+                self._judge_name(node, name, "", "", self._own(args[0]))
+            elif not (isinstance(args[0], ast.Name) and args[0].id == "self"):
+                self._refuse(node, DYNAMIC)
+        elif self._builtin(func, "vars") and not (args and self._own(args[0])):
+            self._refuse(node, FRAMES)
+        elif self._builtin(func, "type") and len(args) == 3:
+            self._refuse(node, FROM_TEXT)
+        elif self._builtin(func, "__import__") or self._is(
+            func, "importlib.import_module"
+        ):
+            module = _const(args[0]) if args else None
+            if module is None:
+                self._refuse(node, DYNAMIC)
+            elif not module.startswith("."):
+                self._judge_import(node, module, self._snippet(node))
+        elif self._is(func, "operator.attrgetter") or self._is(
+            func, "operator.methodcaller"
+        ):
+            for arg in args if self._is(func, "operator.attrgetter") else args[:1]:
+                text = _const(arg)
+                if text is None:
+                    self._refuse(node, DYNAMIC)
+                for part in (text or "").split("."):
+                    if part and not self._judge_name(
+                        node, part, "", self._snippet(node)
+                    ):
+                        break
+
+    def _judge_lookup(self, node: ast.Call, base: ast.AST, key: ast.AST) -> None:
+        """``getattr(base, key)`` and its kin: a constant name judged as an attribute, a
+        computed one allowed on the student's own objects and on ``LOOKUPS``."""
+        own, name = self._own(base), _const(key)
+        if name is None:
+            if not (own or self._paths(base) & LOOKUPS):
+                self._refuse(node, DYNAMIC)
+            return
+        path = f"{self._path(base)}.{name}" if self._path(base) else ""
+        ok = self._judge_name(node, name, path, "", own)
+        if ok and not own and _forbidden(name, self.forbidden, bool(path)):
+            self._add_forbidden(node, self._snippet(node))
+
+    def _path(self, node: ast.AST) -> str:
+        """The library path ``node`` names, when it names exactly one (else empty)."""
+        paths = self._paths(node)
+        return next(iter(paths)) if len(paths) == 1 else ""
+
+    def _judge_forbidden(self, node: ast.AST, func: ast.AST) -> None:
+        """A forbidden library function called (or subclassed) by its name as written: an
+        attribute of anything but the student's own objects (``torch.softmax``,
+        ``x.softmax``), or a name imported from a library (by the name it has there)."""
+        paths = self._paths(func)
+        if isinstance(func, ast.Attribute) and not self._own(func.value, anywhere=True):
+            names = {func.attr}
+        elif isinstance(func, ast.Name):
+            names = {path.rsplit(".", 1)[-1] for path in paths}
+        else:
+            return
+        if any(_forbidden(name, self.forbidden, bool(paths)) for name in names):
+            self._add_forbidden(node, self._snippet(func))
+
+    def _add_forbidden(self, node: ast.AST, call: str) -> None:
+        self.found.append(Violation(self.filename, node.lineno, call, self.whole))
 
 
-def _forbidden(name: str, forbidden: frozenset[str], library: bool = True) -> bool:
+def _forbidden(name: str, forbidden: frozenset[str], library: bool) -> bool:
     """``name`` is forbidden: listed, or, for a library object, a name of its family
     (``_scaled_dot_product_flash_attention_for_cpu``, ``_batch_norm_impl_index``)."""
     if name in forbidden:
@@ -1414,78 +931,21 @@ def _forbidden(name: str, forbidden: frozenset[str], library: bool = True) -> bo
     )
 
 
-#: Library namespaces that hold only functions and classes the run-time watch sees called:
-#: a computed attribute of one (``getattr(F, self.activation)``) is judged when it runs.
-RUNTIME_LOOKUPS = frozenset(
-    {"torch.nn.functional", "torch.nn", "torch.nn.init", "torch.special"}
-    | {"torch.linalg", "torch.fft", "math"}
-)
-
-
-def _runtime_lookup(values) -> bool:
-    return bool(values) and all(
-        kind == "lib" and where in RUNTIME_LOOKUPS for kind, where in values
-    )
-
-
-def watch_rule(path: str) -> str | None:
-    """What to write instead of reaching the library path ``path``, where it is refused."""
-    for prefix, advice in WATCH_PATHS.items():
-        if path == prefix or path.startswith(prefix + "."):
-            return advice
-    return None
-
-
-def _is_attribute_of(node: ast.Attribute, module) -> bool:
-    """``node`` is the value of a longer attribute chain (judged as the whole chain)."""
-    parent = module.parents.get(node)
-    return isinstance(parent, ast.Attribute) and parent.value is node
+def _own_module(node: ast.ImportFrom) -> bool:
+    """An import from the student's package: relative, by the package's name, or by a module's
+    bare name (``from attention import x``, a script's fallback import)."""
+    return node.level > 0 or (node.module or "").split(".")[0] in (PACKAGE, *MODULES)
 
 
 def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def _any_lib(values) -> bool:
-    return any(kind == "lib" for kind, _ in values)
-
-
-def _all_own(values) -> bool:
-    return bool(values) and all(kind == "own" for kind, _ in values)
-
-
-def _const_str(node: ast.AST) -> str | None:
+def _const(node: ast.AST) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     return None
 
 
-def _is_builtin_call(node: ast.AST, name: str, module: _Module) -> bool:
-    """A call of the builtin ``name`` (or ``builtins.<name>``), not a student's own function."""
-    if not isinstance(node, ast.Call):
-        return False
-    values = module.resolve(node.func)
-    return bool(values) and values <= {("builtin", name), ("lib", f"builtins.{name}")}
-
-
-def _is_sys_modules(node: ast.AST, module: _Module) -> bool:
-    return ("lib", "sys.modules") in module.resolve(node)
-
-
-def _chain_length(node: ast.Attribute) -> int:
-    length = 0
-    while isinstance(node, ast.Attribute) and length <= MAX_CHAIN:
-        node, length = node.value, length + 1
-    return length
-
-
-def _own_import(node: ast.ImportFrom) -> bool:
-    """An import from the student's package: relative, by the package's name, or by a module's
-    bare name (``from attention import x``, a script's fallback import, as ``_module_value``
-    reads ``import attention``)."""
-    return node.level > 0 or (node.module or "").split(".")[0] in (PACKAGE, *MODULES)
-
-
-def _snippet(node: ast.AST) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _constant(node: ast.AST):
+    return node.value if isinstance(node, ast.Constant) else ...

@@ -11,8 +11,9 @@ masks.py helper called from heads.py costs part 3. Calls made inside a watched c
 calling ``Tensor.softmax``) run below the mode and are that call's business.
 
 A mode lives in its thread's state, so the watch follows threads: every thread started after
-``install`` enters it first. What the static rules keep out (``torch.overrides``, ``torch._C``,
-TorchScript from text, frames) is what could pop it.
+``install`` enters it first. What the reader keeps out (``torch.overrides``, ``torch._C``,
+``torch.DisableTorchFunction``, a subclass's ``__torch_function__``, TorchScript from text,
+frames) is what could pop it or run below it.
 
 Each record leaves the worker as it is made (``watch``'s ``report``: a message on the worker's
 socket) and again with every reply; a record emptied from the worker's memory later was
