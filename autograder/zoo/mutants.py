@@ -22,6 +22,13 @@ class Mutant:
     edits: tuple[tuple[str, str], ...]  # (exact reference text, replacement)
     part: int  # the part whose own code it breaks
     diagnosis: str  # must appear (case-insensitively) in that part's feedback
+    #: The mistake in the words feedback names it with (``autograder.diagnosis``); it holds
+    #: ``diagnosis``, which is all of it where none is given.
+    description: str = ""
+
+    def __post_init__(self):
+        if not self.description:
+            object.__setattr__(self, "description", self.diagnosis)
 
 
 class MutantError(ValueError):
