@@ -98,30 +98,47 @@ def run(
 ) -> tuple[list[Verdict], int]:
     """Grade the reference and every mutant into ``out``; the verdicts and the reference's
     score. ``isolate=False`` runs them in this process (``grade.Settings.isolate``): they are
-    the reference with one edit each, trusted code.
-
-    A mutant runs only the tests of the parts that can reach its file (``parts_reaching``);
-    every other test runs the reference's code alone, so its outcome is the reference's."""
+    the reference with one edit each, trusted code."""
     with tempfile.TemporaryDirectory(prefix="autograder-zoo-") as tmp:
-        staged = {m.name: apply(m, SOLUTIONS, Path(tmp) / m.name) for m in mutants}
-        settings = grade.Settings(
-            device=device, hidden_paths=(str(out.resolve()), tmp), isolate=isolate
+        batch = [
+            (m.name, m.file, apply(m, SOLUTIONS, Path(tmp) / m.name)) for m in mutants
+        ]
+        grade_beside_reference(
+            out, batch, settings_for(out, tmp, device, isolate), jobs
         )
-        reference = _graded(
-            [(REFERENCE, apply_none(Path(tmp) / REFERENCE))], settings, jobs
-        )[0]
-        report.write_submission(out, reference)
-        groups: dict[frozenset[int], list[tuple[str, Path]]] = {}
-        for m in mutants:
-            parts = parts_reaching(staged[m.name] / SOLUTIONS.name, m.file)
-            groups.setdefault(parts, []).append((m.name, staged[m.name]))
-        for parts, batch in groups.items():
-            only = replace(settings, keyword=selecting(parts))
-            for graded in _graded(batch, only, jobs):
-                report.write_submission(out, with_reference(graded, reference, parts))
     report.write_gradebook(out, [REFERENCE, *(m.name for m in mutants)])
     score = report.gradebook_row(out, REFERENCE)["score"]
     return [judge(m, out) for m in mutants], score
+
+
+def settings_for(out: Path, tmp: str, device: str, isolate: bool) -> grade.Settings:
+    return grade.Settings(
+        device=device, hidden_paths=(str(out.resolve()), tmp), isolate=isolate
+    )
+
+
+def grade_beside_reference(
+    out: Path,
+    batch: list[tuple[str, str | None, Path]],
+    settings: grade.Settings,
+    jobs: int,
+) -> None:
+    """Grade the reference, then each ``(name, changed file, folder)`` of ``batch``, into
+    ``out`` (a changed file of None: every file may differ). Each runs only the tests of the parts that can reach its changed file
+    (``parts_reaching``): every other test runs the reference's code alone, so the
+    reference's outcome stands for it."""
+    with tempfile.TemporaryDirectory(prefix="autograder-zoo-reference-") as tmp:
+        staged = apply_none(Path(tmp) / REFERENCE)
+        (reference,) = _graded([(REFERENCE, staged)], settings, jobs)
+    report.write_submission(out, reference)
+    groups: dict[frozenset[int], list[tuple[str, Path]]] = {}
+    for name, file, folder in batch:
+        parts = parts_reaching(folder / PACKAGE, file) if file else frozenset(PARTS)
+        groups.setdefault(parts, []).append((name, folder))
+    for parts, members in groups.items():
+        only = replace(settings, keyword=selecting(parts))
+        for graded in _graded(members, only, jobs):
+            report.write_submission(out, with_reference(graded, reference, parts))
 
 
 def _graded(batch, settings: grade.Settings, jobs: int) -> list[grade.Graded]:
