@@ -2,10 +2,12 @@
 is none (``autograder zoo`` prints both).
 
 The restyled mistakes (``autograder.zoo.restyled``) are graded like the zoo's mutants, each on
-the parts that can reach its file; a right diagnosis is a "Likely mistake" line of its part
-that carries its mistake's diagnosis phrase. The correct styles are graded on the whole suite,
-and then every one of their tests is diagnosed as if it had failed: the stronger check, since
-a correct solution's tests pass and a passing test is never diagnosed while grading.
+the parts that can reach its file. Each failing test of its own part is a catch, and a catch
+names the right mistake when a "Likely mistake" line of it carries that mistake's diagnosis
+phrase: the feedback should explain every failure, not one of them. The correct styles are
+graded on the whole suite, and then every one of their tests is diagnosed as if it had failed:
+the stronger check, since a correct solution's tests pass and a passing test is never
+diagnosed while grading.
 """
 
 from __future__ import annotations
@@ -21,30 +23,31 @@ from autograder import diagnosis, plugin, report, runner
 from autograder.zoo import LIKELY, grade_beside_reference, settings_for
 from autograder.zoo.restyled import CORRECT_STYLES, RESTYLED, Restyled, write_correct
 
-#: The share of restyled mistakes whose own description must come back (issue 45); a correct
-#: solution must get none named.
+#: The share of a restyled mistake's catches (failing tests of its own part) that must name
+#: it (issue 45); a correct solution must get none named.
 TARGET = 0.9
 
 
 @dataclass(frozen=True)
 class Named:
-    """The likely mistakes a restyled mistake's part named, against the one it makes."""
+    """What each failing test of a restyled mistake's own part named, in the order of the
+    feedback (the first is the one its summary shows)."""
 
     restyled: Restyled
-    lines: tuple[str, ...]  # the "Likely mistake" lines of its part's failing tests
+    tests: tuple[tuple[str, ...], ...]  # per failing test, its "Likely mistake" lines
 
-    def _own(self, line: str) -> bool:
-        return self.restyled.mutant.diagnosis.lower() in line.lower()
-
-    @property
-    def right(self) -> bool:
-        """Its own mistake is named."""
-        return any(map(self._own, self.lines))
+    def names_it(self, lines: tuple[str, ...]) -> bool:
+        phrase = self.restyled.mutant.diagnosis.lower()
+        return any(phrase in line.lower() for line in lines)
 
     @property
-    def others(self) -> tuple[str, ...]:
-        """The lines that name something else."""
-        return tuple(line for line in self.lines if not self._own(line))
+    def right(self) -> int:
+        return sum(map(self.names_it, self.tests))
+
+    @property
+    def other(self) -> int:
+        """Failing tests that name something, but not this mistake."""
+        return sum(bool(t) and not self.names_it(t) for t in self.tests)
 
 
 @dataclass(frozen=True)
@@ -57,28 +60,30 @@ class Rates:
     correct: dict[str, list[str]]
 
     @property
-    def right(self) -> int:
-        return sum(n.right for n in self.named)
+    def catches(self) -> int:
+        return sum(len(n.tests) for n in self.named)
 
     @property
     def rate(self) -> float:
-        """The share of restyled mistakes whose own description was named."""
-        return self.right / len(self.named) if self.named else 1.0
+        """The share of catches that name the right mistake."""
+        return sum(n.right for n in self.named) / self.catches if self.catches else 1.0
 
     @property
     def false_names(self) -> int:
         return sum(map(len, self.correct.values()))
 
     def summary(self) -> str:
-        total = len(self.named)
-        wrong = sum(bool(n.others) for n in self.named)
-        unnamed = sum(not n.lines for n in self.named)
+        right = sum(n.right for n in self.named)
+        other = sum(n.other for n in self.named)
+        first = sum(bool(n.tests) and n.names_it(n.tests[0]) for n in self.named)
         return (
-            f"Diagnosis on {total} mistakes written differently (autograder/zoo/restyled.py): "
-            f"the right description named for {self.right} ({100 * self.rate:.0f} %); "
-            f"something else named beside or instead for {wrong}; nothing named for "
-            f"{unnamed}.\nCorrect solutions ({', '.join(self.correct)}), every test "
-            f"diagnosed as if it had failed: {self.false_names} mistake(s) named."
+            f"Diagnosis on {len(self.named)} mistakes written differently "
+            f"(autograder/zoo/restyled.py), {self.catches} failing tests of their own parts: "
+            f"the right mistake named in {right} ({100 * self.rate:.0f} %), another in "
+            f"{other}, none in {self.catches - right - other}; named at the first failure of "
+            f"{first} of {len(self.named)}.\nCorrect solutions "
+            f"({', '.join(self.correct) or 'none'}), every test diagnosed as if it had failed: "
+            f"{self.false_names} mistake(s) named."
         )
 
 
@@ -98,26 +103,27 @@ def measure(
         grade_beside_reference(
             out, batch, settings_for(out, tmp, device, isolate), jobs
         )
-        named = [
-            Named(r, tuple(likely_lines(out, r.name, r.mutant.part))) for r in restyled
-        ]
-        found = {name: likely_lines(out, name) for name, _ in correct}
+        named = [Named(r, likely_lines(out, r.name, r.mutant.part)) for r in restyled]
+        found = {
+            name: [line for test in likely_lines(out, name) for line in test]
+            for name, _ in correct
+        }
         for name, folder in correct:
             found[name] += named_on_every_test(folder, device)
     return Rates(named, found)
 
 
-def likely_lines(out: Path, name: str, part: int | None = None) -> list[str]:
-    """The "Likely mistake" lines of a grade's failing tests (of ``part`` only, if given)."""
+def likely_lines(
+    out: Path, name: str, part: int | None = None
+) -> tuple[tuple[str, ...], ...]:
+    """Per failing test of a grade (of ``part`` only, if given), its "Likely mistake" lines."""
     results = json.loads((out / name / report.RESULTS).read_text(encoding="utf-8"))
-    return [
-        line.strip()
+    return tuple(
+        tuple(line.strip() for line in t["output"].splitlines() if LIKELY in line)
         for t in results["tests"]
         if t["status"] == "failed"
         and (part is None or t["name"].startswith(f"Part {part}:"))
-        for line in t["output"].splitlines()
-        if LIKELY in line
-    ]
+    )
 
 
 def named_on_every_test(folder: Path, device: str, args=()) -> list[str]:

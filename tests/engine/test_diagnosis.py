@@ -170,16 +170,20 @@ def test_the_restyled_set_is_apart_from_the_catalogue(tmp_path):
         assert mine != (theirs / PACKAGE / mutant.file).read_text(), r.name
 
 
-def test_cheap_restyled_mistakes_graded_get_their_description(tmp_path):
-    """Graded as ``autograder zoo`` grades them (in-process), parts 2 and 4 only."""
-    chosen = [
-        RESTYLED_BY_NAME[n]
-        for n in ("alice-padding-off-by-one", "alice-rope-frequency-without-2")
-    ]
-    found = rates.measure(
-        tmp_path / "out", restyled=chosen, correct_styles={}, isolate=False
+def test_every_failing_test_of_a_restyled_mistake_names_it(tmp_path):
+    """Graded on part 4 in this process: the suite's own suspects name the frequency mistake
+    in some of its failing tests only; the replay names it in the others."""
+    restyled = RESTYLED_BY_NAME["alice-rope-frequency-without-2"]
+    settings = zoo.grade.Settings(isolate=False, keyword="test_part4_")
+    (graded,) = zoo._graded([(restyled.name, restyled.write(tmp_path))], settings, 1)
+    failing = [t for t in graded.tests if not t.passed]
+    lines = tuple(
+        tuple(line for line in t.message.splitlines() if diagnosis.LIKELY in line)
+        for t in failing
     )
-    assert [n.right for n in found.named] == [True, True], found.summary()
+    named = rates.Named(restyled, lines)
+    assert len(failing) >= 3
+    assert named.right == len(failing), lines
 
 
 def test_a_correct_style_diagnosed_on_every_test_gets_nothing_named():
