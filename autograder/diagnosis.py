@@ -189,9 +189,10 @@ def _stage() -> _Stage:
 
 
 def edited_functions(mutant: Mutant) -> frozenset[int] | None:
-    """The first lines (as ``co_firstlineno`` gives them) of the reference's functions whose
-    bodies hold the mutant's edits, or None when an edit lies outside every function body (a
-    signature, a class or the module: it acts whatever runs)."""
+    """The first lines (as ``co_firstlineno`` gives them) of the reference's functions that
+    hold the mutant's edits (a default in a signature acts only when its function is called),
+    or None when an edit lies outside every function, or in a decorator (a class or the module:
+    it acts whatever runs)."""
     source = (SOLUTIONS / mutant.file).read_text(encoding="utf-8")
     tree = ast.parse(source)
     functions = [
@@ -201,16 +202,16 @@ def edited_functions(mutant: Mutant) -> frozenset[int] | None:
     ]
     found = set()
     for old, _ in mutant.edits:
-        start = source.count("\n", 0, source.index(old)) + 1
-        end = start + old.count("\n")
+        # The lines the edit changes, without the line breaks around them.
+        at = source.index(old) + len(old) - len(old.lstrip("\n"))
+        start = source.count("\n", 0, at) + 1
+        end = start + old.strip("\n").count("\n")
         inside = [
-            f
-            for f in functions
-            if f.body[0].lineno <= start and end <= (f.end_lineno or 0)
+            f for f in functions if f.lineno <= start and end <= (f.end_lineno or 0)
         ]
         if not inside:
             return None
-        innermost = max(inside, key=lambda f: f.body[0].lineno)
+        innermost = max(inside, key=lambda f: f.lineno)
         found.add(
             min([innermost.lineno, *(d.lineno for d in innermost.decorator_list)])
         )

@@ -10,6 +10,7 @@ full marks.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 import shutil
@@ -154,7 +155,7 @@ def parts_reaching(package: Path, file: str) -> frozenset[int]:
     """The parts some test of which can run the code of ``file`` in ``package``: a test calls
     the files of its part and of the parts it builds on by name (``tests/engine/
     test_builds_on.py`` checks that it reaches no other), and those run what they import."""
-    imports = {p.name: package_imports(p) for p in package.glob("*.py")}
+    imports = {p.name: _imports_of(p.read_bytes()) for p in package.glob("*.py")}
     reaching = set()
     for k in PARTS:
         todo = ["__init__.py", *(f for j in {k} | builds_on(k) for f in PARTS[j].files)]
@@ -169,11 +170,17 @@ def parts_reaching(package: Path, file: str) -> frozenset[int]:
     return frozenset(reaching)
 
 
-def package_imports(path: Path) -> set[str]:
+def package_imports(path: Path) -> frozenset[str]:
     """The files of the package that a module imports, absolutely or relatively (a name
     imported from the package may be a module of it: it counts where it is one)."""
+    return _imports_of(path.read_bytes())
+
+
+@functools.lru_cache(maxsize=256)
+def _imports_of(source: bytes) -> frozenset[str]:
+    """``package_imports`` of a module's text: a zoo's mutants share most of their files."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -187,7 +194,7 @@ def package_imports(path: Path) -> set[str]:
             head, _, module = name.partition(".")
             if head == PACKAGE and module:
                 found.add(module.split(".")[0] + ".py")
-    return found
+    return frozenset(found)
 
 
 def selecting(parts: frozenset[int]) -> str:
