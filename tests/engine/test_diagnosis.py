@@ -147,11 +147,14 @@ def test_a_handle_agrees_with_one_handle_only():
 
 
 def test_an_edit_acts_where_its_function_runs():
-    lr = MUTANTS["train-default-lr-3e-4"]
-    assert diagnosis.edited_functions(lr) is None  # a default: acts whatever runs
-    offset = diagnosis.edited_functions(MUTANTS["causal-ignores-offset"])
-    source = (SOLUTIONS / "masks.py").read_text().splitlines()
-    assert [source[line - 1].split("(")[0] for line in offset] == ["def causal_mask"]
+    """A default in a signature (train's lr) acts only when its function is called."""
+    for name, file, function in (
+        ("train-default-lr-3e-4", "charlm.py", "def train"),
+        ("causal-ignores-offset", "masks.py", "def causal_mask"),
+    ):
+        lines = diagnosis.edited_functions(MUTANTS[name])
+        source = (SOLUTIONS / file).read_text().splitlines()
+        assert [source[n - 1].split("(")[0] for n in lines] == [function]
 
 
 def test_every_phrase_has_words_that_hold_it():
