@@ -232,15 +232,20 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from autograder import zoo
+    from autograder.zoo import rates
     from autograder.zoo.mutants import CATALOGUE
+    from autograder.zoo.restyled import RESTYLED
 
     chosen = [m for m in CATALOGUE if not args.only or m.name in args.only]
-    verdicts, reference = zoo.run(
-        Path(args.out), args.jobs, _device(args.device), chosen
-    )
+    device = _device(args.device)
+    verdicts, reference = zoo.run(Path(args.out), args.jobs, device, chosen)
     Console().print(zoo.table(verdicts, reference))
     missed = [v for v in verdicts if not v.ok]
-    return 1 if missed or reference != zoo.TOTAL_POINTS else 0
+    restyled = [r for r in RESTYLED if not args.only or r.of in args.only]
+    found = rates.measure(Path(args.out) / "restyled", args.jobs, device, restyled)
+    print(found.summary())
+    poor = found.rate < rates.TARGET or found.false_names
+    return 1 if missed or poor or reference != zoo.TOTAL_POINTS else 0
 
 
 def cmd_examples(args: argparse.Namespace) -> int:
@@ -411,7 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
         "zoo",
         cmd_zoo,
         parents=[on_device],
-        help="grade every known wrong solution; fail if one is not caught",
+        help="grade every known wrong solution; fail if one is not caught; then measure "
+        "diagnosis on the same mistakes written differently and on correct solutions",
     )
     zoo.add_argument(
         "--out", default="zoo-grades", help="folder for the mutants' grades"

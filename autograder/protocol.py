@@ -132,6 +132,9 @@ class Handle:
 class Submission:
     """Base of every implementation: converts handles and errors around ``_send``."""
 
+    #: Called with each request and its outcome (``autograder.diagnosis.Journal``), or None.
+    journal = None
+
     def __init__(self, root: Path | str, device: torch.device | str = "cpu"):
         self.root = Path(root)
         self.device = torch.device(device)
@@ -218,9 +221,17 @@ class Submission:
     ):
         """Carry out one request; an answer gathered next to the student code is checked
         (or judged) here, in the grading process (``_ANSWER_CHECKS``)."""
-        answer = self._send(op, target, name, args, kwargs)
-        check = _ANSWER_CHECKS.get(op)
-        return answer if check is None else check(answer, args, kwargs)
+        try:
+            answer = self._send(op, target, name, args, kwargs)
+            check = _ANSWER_CHECKS.get(op)
+            answer = answer if check is None else check(answer, args, kwargs)
+        except StudentError as err:
+            if self.journal is not None:
+                self.journal(op, target, name, args, kwargs, err)
+            raise
+        if self.journal is not None:
+            self.journal(op, target, name, args, kwargs, answer)
+        return answer
 
     def close(self) -> None:
         """Release the student process's resources (nothing to do in-process)."""

@@ -9,17 +9,19 @@ full marks.
 
 from __future__ import annotations
 
+import ast
+import functools
 import json
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.markup import escape
 
 from autograder import grade, report
-from autograder.points import PARTS, TOTAL_POINTS, builds_on
+from autograder.points import PACKAGE, PARTS, TOTAL_POINTS, builds_on
 from autograder.release import SOLUTIONS
 from autograder.zoo.mutants import CATALOGUE, Mutant, apply
 
@@ -99,18 +101,125 @@ def run(
     score. ``isolate=False`` runs them in this process (``grade.Settings.isolate``): they are
     the reference with one edit each, trusted code."""
     with tempfile.TemporaryDirectory(prefix="autograder-zoo-") as tmp:
-        batch = [(REFERENCE, apply_none(Path(tmp) / REFERENCE))]
-        batch += [(m.name, apply(m, SOLUTIONS, Path(tmp) / m.name)) for m in mutants]
-        settings = grade.Settings(
-            device=device, hidden_paths=(str(out.resolve()), tmp), isolate=isolate
+        batch = [
+            (m.name, m.file, apply(m, SOLUTIONS, Path(tmp) / m.name)) for m in mutants
+        ]
+        grade_beside_reference(
+            out, batch, settings_for(out, tmp, device, isolate), jobs
         )
-        for name, graded in grade.grade_many(batch, settings, jobs):
-            if graded.failed:
-                raise RuntimeError(f"{name}: {graded.detail}")
-            report.write_submission(out, graded)
-    report.write_gradebook(out, [name for name, _ in batch])
-    reference = report.gradebook_row(out, REFERENCE)["score"]
-    return [judge(m, out) for m in mutants], reference
+    report.write_gradebook(out, [REFERENCE, *(m.name for m in mutants)])
+    score = report.gradebook_row(out, REFERENCE)["score"]
+    return [judge(m, out) for m in mutants], score
+
+
+def settings_for(out: Path, tmp: str, device: str, isolate: bool) -> grade.Settings:
+    return grade.Settings(
+        device=device, hidden_paths=(str(out.resolve()), tmp), isolate=isolate
+    )
+
+
+def grade_beside_reference(
+    out: Path,
+    batch: list[tuple[str, str | None, Path]],
+    settings: grade.Settings,
+    jobs: int,
+) -> None:
+    """Grade the reference, then each ``(name, changed file, folder)`` of ``batch``, into
+    ``out`` (a changed file of None: every file may differ). Each runs only the tests of the parts that can reach its changed file
+    (``parts_reaching``): every other test runs the reference's code alone, so the
+    reference's outcome stands for it."""
+    with tempfile.TemporaryDirectory(prefix="autograder-zoo-reference-") as tmp:
+        staged = apply_none(Path(tmp) / REFERENCE)
+        (reference,) = _graded([(REFERENCE, staged)], settings, jobs)
+    report.write_submission(out, reference)
+    groups: dict[frozenset[int], list[tuple[str, Path]]] = {}
+    for name, file, folder in batch:
+        parts = parts_reaching(folder / PACKAGE, file) if file else frozenset(PARTS)
+        groups.setdefault(parts, []).append((name, folder))
+    for parts, members in groups.items():
+        only = replace(settings, keyword=selecting(parts))
+        for graded in _graded(members, only, jobs):
+            report.write_submission(out, with_reference(graded, reference, parts))
+
+
+def _graded(batch, settings: grade.Settings, jobs: int) -> list[grade.Graded]:
+    found = []
+    for name, graded in grade.grade_many(batch, settings, jobs):
+        if graded.failed:
+            raise RuntimeError(f"{name}: {graded.detail}")
+        found.append(graded)
+    return found
+
+
+def parts_reaching(package: Path, file: str) -> frozenset[int]:
+    """The parts some test of which can run the code of ``file`` in ``package``: a test calls
+    the files of its part and of the parts it builds on by name (``tests/engine/
+    test_builds_on.py`` checks that it reaches no other), and those run what they import."""
+    imports = {p.name: _imports_of(p.read_bytes()) for p in package.glob("*.py")}
+    reaching = set()
+    for k in PARTS:
+        todo = ["__init__.py", *(f for j in {k} | builds_on(k) for f in PARTS[j].files)]
+        seen: set[str] = set()
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo += imports.get(name, ())
+        if file in seen:
+            reaching.add(k)
+    return frozenset(reaching)
+
+
+def package_imports(path: Path) -> frozenset[str]:
+    """The files of the package that a module imports, absolutely or relatively (a name
+    imported from the package may be a module of it: it counts where it is one)."""
+    return _imports_of(path.read_bytes())
+
+
+@functools.lru_cache(maxsize=256)
+def _imports_of(source: bytes) -> frozenset[str]:
+    """``package_imports`` of a module's text: a zoo's mutants share most of their files."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: inside the package
+                base = f"{PACKAGE}.{base}".rstrip(".")
+            names = [base, *(f"{base}.{a.name}" for a in node.names)]
+        else:
+            continue
+        for name in names:
+            head, _, module = name.partition(".")
+            if head == PACKAGE and module:
+                found.add(module.split(".")[0] + ".py")
+    return frozenset(found)
+
+
+def selecting(parts: frozenset[int]) -> str:
+    """The ``-k`` expression that selects the tests of ``parts`` (the graded files are named
+    ``test_part<k>_...``); empty for every part."""
+    if parts == set(PARTS):
+        return ""
+    return " or ".join(f"test_part{k}_" for k in sorted(parts))
+
+
+def with_reference(
+    graded: grade.Graded, reference: grade.Graded, parts: frozenset[int]
+) -> grade.Graded:
+    """A mutant graded on ``parts``, with the reference's outcome of every other test. Fails
+    when the tests it ran are not exactly those parts' tests (a ``-k`` that selected others)."""
+    ran = {t.nodeid for t in graded.tests}
+    expected = {t.nodeid for t in reference.tests if t.part in parts}
+    if ran != expected:
+        raise RuntimeError(
+            f"{graded.name}: the tests of parts {sorted(parts)} were not the ones run "
+            f"({len(ran ^ expected)} differ)"
+        )
+    others = [t for t in reference.tests if t.part not in parts]
+    tests = sorted([*graded.tests, *others], key=lambda t: (t.part, t.nodeid))
+    return replace(graded, tests=tests)
 
 
 def apply_none(out: Path) -> Path:

@@ -23,6 +23,11 @@ class Mutant:
     part: int  # the part whose own code it breaks
     diagnosis: str  # must appear (case-insensitively) in that part's feedback
 
+    @property
+    def description(self) -> str:
+        """The mistake as feedback names it (``WORDING``): it holds the diagnosis."""
+        return WORDING.get(self.diagnosis, self.diagnosis)
+
 
 class MutantError(ValueError):
     """An edit that does not apply exactly once: the catalogue and the reference drifted."""
@@ -1095,3 +1100,270 @@ def apply(mutant: Mutant, solutions: Path, out: Path) -> Path:
         text = text.replace(old, new)
     path.write_text(text, encoding="utf-8")
     return out
+
+
+VIEW = (
+    "`.view(...)` on a tensor that is not contiguous: use `.reshape(...)` (or "
+    "`.contiguous()` first)"
+)
+#: Each diagnosis phrase in the words feedback names the mistake with (``autograder.diagnosis``):
+#: the mutants that share a phrase are one mistake, told one way.
+WORDING = {
+    "then renormalized": (
+        "the mask applied after the softmax, then renormalized: the prohibited keys' "
+        "weights enter the softmax's sum first, so the permitted ones come out wrong"
+    ),
+    "mask applied after the softmax": (
+        "mask applied after the softmax: the weights of prohibited keys are zeroed but the "
+        "rows no longer sum to 1; mask the scores before the softmax"
+    ),
+    "not scaled by 1/sqrt(d_k)": "scores not scaled by 1/sqrt(d_k)",
+    "scaled by 1/d_k instead": "scores scaled by 1/d_k instead of 1/sqrt(d_k)",
+    "1/sqrt(d_v)": "scores scaled by 1/sqrt(d_v) instead of 1/sqrt(d_k)",
+    "softmax over the queries axis": (
+        "softmax over the queries axis (dim=-2) instead of the keys (dim=-1)"
+    ),
+    "no max subtraction": (
+        "no max subtraction in the softmax: exp overflows on large scores"
+    ),
+    "bool mask inverted": (
+        "bool mask inverted (True treated as permitted; True means prohibited)"
+    ),
+    "NaN instead of raising": (
+        "a fully masked row gives NaN instead of raising ValueError"
+    ),
+    "in-place operation on an argument": (
+        "an in-place operation on an argument (`x -= ...`, `x[...] = ...`, `x.add_(...)`): "
+        "work on a new tensor"
+    ),
+    "cuts the computation off": (
+        "a .detach() or a tensor built anew cuts the computation off from the inputs, so "
+        "no gradient flows back"
+    ),
+    "hides the diagonal": (
+        "causal mask also hides the diagonal (a query must see its own key)"
+    ),
+    "ignores the t_k > t_q offset": (
+        "causal mask ignores the t_k > t_q offset (queries are the LAST t_q positions)"
+    ),
+    "padding mask off by one": (
+        "padding mask off by one (the first padded position is lengths[b])"
+    ),
+    "gives a float": "d_head = d_model / n_heads gives a float; use d_model // n_heads",
+    "split_heads reshapes straight": (
+        "split_heads reshapes straight to (B, h, T, d_h) without the transpose"
+    ),
+    "merge_heads reshapes": (
+        "merge_heads reshapes (B, h, T, d_h) to (B, T, D) without the transpose"
+    ),
+    "1/sqrt(d_model)": "scores scaled by 1/sqrt(d_model) instead of 1/sqrt(d_head)",
+    "keys and values from x": (
+        "cross-attention takes keys and values from x instead of context"
+    ),
+    "mask=None with a cache treated as a causal mask": (
+        "mask=None with a cache treated as a causal mask; None means no masking"
+    ),
+    "a float mask turned into a bool one": (
+        "a float mask turned into a bool one (nonzero = prohibited); a float mask is "
+        "added to the scores"
+    ),
+    "half-split": (
+        "half-split (rotate_half) pairing of i with i + d/2 instead of the interleaved "
+        "pairs (x[2i], x[2i+1])"
+    ),
+    "wrong direction": "rotation in the wrong direction (the sign of sin is flipped)",
+    "base ** (-i / d_head)": (
+        "frequencies base ** (-i / d_head) instead of base ** (-2 i / d_head)"
+    ),
+    "taken as a fixed float32": (
+        "dtype=None taken as a fixed float32; it means torch.get_default_dtype()"
+    ),
+    "positions ignored": "positions ignored (arange(T) used instead)",
+    "unbiased variance": (
+        "LayerNorm with the unbiased variance (divide by d - 1); it must divide by d"
+    ),
+    "eps added outside the square root": (
+        "eps added outside the square root: use sqrt(var + eps)"
+    ),
+    "E[x^2] - E[x]^2": (
+        "the variance taken as E[x^2] - E[x]^2, which loses the digits of rows far from "
+        "zero; take the mean of (x - mean)^2"
+    ),
+    "RMSNorm subtracts the mean": (
+        "RMSNorm subtracts the mean; it must not (that is LayerNorm)"
+    ),
+    "residual adds the normalized tensor": (
+        "the residual adds the normalized tensor (h = ln1(x) + attn(ln1(x))); add the "
+        "incoming x"
+    ),
+    "post-norm order": (
+        "the norms come after the additions (post-norm order) in the pre-norm block"
+    ),
+    "the gradient is not": (
+        "the values are right but the gradient is not: an intermediate (a statistic) is "
+        ".detach()ed or computed outside autograd"
+    ),
+    "make it an nn.Parameter": (
+        "a parameter kept as a buffer or a plain tensor never trains; make it an "
+        "nn.Parameter"
+    ),
+    "mask=None treated as a causal mask": (
+        "mask=None treated as a causal mask; None means no masking"
+    ),
+    "the mask is not passed on to attn when a cache is given": (
+        "the mask is not passed on to attn when a cache is given"
+    ),
+    "only k_new is checked": (
+        "only k_new is checked; v_new needs the same dtype, device and shape checks"
+    ),
+    "tiled": (
+        "key/value heads tiled (repeat) instead of each repeated for its group "
+        "(repeat_interleave)"
+    ),
+    "factor 2 is missing": "the factor 2 is missing (keys AND values are cached)",
+    "counts bytes": "counts bytes (4 per float32 element), not elements",
+    "cache receives n_heads": (
+        "the cache receives n_heads (repeated) key/value heads; append the n_kv_heads "
+        "heads before repeating them"
+    ),
+    "overflowing append wrote": (
+        "the overflowing append wrote the positions that fit; an append that overflows "
+        "must write nothing"
+    ),
+    "not against each other": (
+        "k_new and v_new are each checked, but not against each other"
+    ),
+    "RoPE rotates the values too": (
+        "RoPE rotates the values too; it rotates queries and keys only"
+    ),
+    "append does not advance length": "append does not advance length",
+    "not offset by the cache length": (
+        "RoPE positions not offset by the cache length: with a cache, q and k sit at "
+        "cache.length + arange(T)"
+    ),
+    "rope_base ignored": "rope_base ignored: RoPE used the default base 10000",
+    "length kept as a tensor": (
+        "length kept as a tensor: keep an int (add k_new.shape[2] to it)"
+    ),
+    "follows torch.get_default_dtype()": (
+        "the cache's dtype follows torch.get_default_dtype() instead of the dtype it is "
+        "given"
+    ),
+    "refuses to fill the cache up to max_len exactly": (
+        "append refuses to fill the cache up to max_len exactly (it overflows only when "
+        "length + t > max_len)"
+    ),
+    "only under reduction='mean'": (
+        "the check for no real target made only under reduction='mean'"
+    ),
+    "log of a softmax": (
+        "the log of a softmax: the softmax underflows to 0 on logits far apart, and its "
+        "log is -inf"
+    ),
+    "more of its batches than one pass": (
+        "evaluate needs more of its batches than one pass (a second loop, len() or "
+        "indexing)"
+    ),
+    "model.eval() is not called": "model.eval() is not called before the loop",
+    "torch.no_grad()": ("evaluate builds a graph: run its loop under torch.no_grad()"),
+    "use_cache is ignored": (
+        "use_cache is ignored (or defaults to False): with it, make the caches and feed "
+        "only the newest token"
+    ),
+    "token by token": (
+        "the prompt fed to the model token by token instead of in one forward pass"
+    ),
+    "skips IGNORE_INDEX": (
+        "decode skips IGNORE_INDEX as well as PAD_ID; only PAD_ID is skipped"
+    ),
+    "id 0, which is PAD_ID": (
+        "a character got id 0, which is PAD_ID: ids must start at 1"
+    ),
+    "left padding": "left padding: pad at the END of each row (right padding)",
+    "targets not shifted": "targets not shifted: targets are s[1:], inputs s[:-1]",
+    "padding scored as a target": (
+        "padding scored as a target of class 0 instead of being ignored"
+    ),
+    "mean of batch means": (
+        "mean of batch means (the notebook's epoch average) instead of total loss / "
+        "total tokens"
+    ),
+    "leaves the model in eval mode": (
+        "evaluate leaves the model in eval mode (restore the previous mode)"
+    ),
+    "not in a finally": (
+        "the mode is restored after the loop, not in a finally: block"
+    ),
+    "hard-coded to 128": (
+        "a size hard-coded to 128 (mask, position table, cache) instead of max_len"
+    ),
+    "re-feeds the whole sequence": (
+        "cached generation re-feeds the whole sequence, not only the newest token"
+    ),
+    "positions restart at 0": (
+        "positions restart at 0 in each chunk instead of continuing from the cache"
+    ),
+    "PAD_ID's logit is not excluded": (
+        "PAD_ID's logit is not excluded before sampling or argmax (set it to -inf)"
+    ),
+    "not contiguous": VIEW,
+    "changed case": ("the vocabulary is not the text's own characters (changed case?)"),
+    "`.view(...)` on a tensor that is not contiguous": VIEW,
+    "one KVCache shared by every block": (
+        "one KVCache shared by every block ([KVCache(...)] * n_layers); each block "
+        "needs its own"
+    ),
+    "train_loss measured after the epoch": (
+        "train_loss measured after the epoch's updates instead of averaged over the "
+        "epoch's batches as they train"
+    ),
+    "not reset at each epoch": ("the running training loss is not reset at each epoch"),
+    "zero_grad called once per epoch": (
+        "zero_grad called once per epoch, not before each batch's backward (the "
+        "gradients of the epoch's batches add up)"
+    ),
+    "one optimizer step per epoch": (
+        "one optimizer step per epoch on the gradients of all its batches, not one step "
+        "per batch"
+    ),
+    "only the last batch's gradients are applied": (
+        "optimizer.step() after the batch loop: only the last batch's gradients are "
+        "applied"
+    ),
+    "the default lr is not 1e-3": "the default lr is not 1e-3",
+    "never cast it": (
+        "a prompt that is not a 1-D tensor of an integer dtype raises ValueError; never "
+        "cast it"
+    ),
+    "greedy ignores it": (
+        "temperature <= 0 is only an error when sampling (greedy ignores it)"
+    ),
+    "max_new_tokens=0": (
+        "max_new_tokens=0 still generated a token: the prompt alone comes back"
+    ),
+    "max_new_tokens=0 is refused": (
+        "max_new_tokens=0 is refused: the prompt followed by 0 new ids is the prompt"
+    ),
+    "the distribution is truncated": (
+        "the distribution is truncated (top-k or top-p) before sampling; sample from all "
+        "of it"
+    ),
+    "default temperature is not 1.0": "the default temperature is not 1.0",
+    "a default of CharLM.__init__ differs": (
+        "a default of CharLM.__init__ differs from SPEC.md's"
+    ),
+    "tensor made on the CPU": (
+        "a tensor made on the CPU: torch.arange/zeros/ones/full/tensor(...) without "
+        "device= stays there; pass the input's device"
+    ),
+    "mask made on the CPU": (
+        "a mask made on the CPU: torch.arange(...) without device= (causal_mask's device, "
+        "or the lengths' device)"
+    ),
+    "batches not moved to the model's device": (
+        "evaluate's batches not moved to the model's device"
+    ),
+    "prompt not moved to the model's device": (
+        "generate's prompt not moved to the model's device"
+    ),
+}

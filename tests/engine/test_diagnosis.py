@@ -1,0 +1,233 @@
+"""Diagnosis by replay (``autograder/diagnosis.py``): a failing test names the zoo mistake whose
+answers on the test's own requests are the student's, only when exactly one description fits
+and the reference does not; and the zoo grades each mutant on the parts that can reach it.
+
+The rates on the whole held-apart set are ``autograder zoo``'s report; here the mechanism
+itself, on cheap parts, with mistakes it was not built from (alice's style)."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from autograder import diagnosis, runner, zoo
+from autograder.executor import InProcessSubmission
+from autograder.points import PACKAGE, PARTS
+from autograder.protocol import HandleRef
+from autograder.release import SOLUTIONS
+from autograder.zoo import rates
+from autograder.zoo.mutants import CATALOGUE, WORDING
+from autograder.zoo.restyled import ALICE, RESTYLED
+
+RESTYLED_BY_NAME = {r.name: r for r in RESTYLED}
+MUTANTS = {m.name: m for m in CATALOGUE}
+
+
+def journal_of(folder: Path, requests) -> list[diagnosis.Entry]:
+    """The journal ``requests(hw)`` leaves on the submission in ``folder``."""
+    with InProcessSubmission(folder) as hw:
+        hw.journal = diagnosis.Journal()
+        requests(hw)
+        return hw.journal.entries
+
+
+def masks_of(hw) -> None:
+    hw.call("masks.causal_mask", 3)
+    hw.call("masks.causal_mask", 2, 5)
+
+
+def submission(tmp_path: Path, name: str) -> Path:
+    return RESTYLED_BY_NAME[name].write(tmp_path / name)
+
+
+def test_a_restyled_mistake_gets_its_own_description(tmp_path):
+    entries = journal_of(submission(tmp_path, "alice-causal-ignores-offset"), masks_of)
+    found = diagnosis.diagnose(entries, 2, "cpu")
+    assert found == MUTANTS["causal-ignores-offset"].description
+
+
+def test_a_correct_style_gets_nothing_named(tmp_path):
+    entries = journal_of(ALICE.parent, masks_of)
+    assert diagnosis.diagnose(entries, 2, "cpu") is None
+
+
+def test_behaviour_no_single_mistake_explains_names_nothing(tmp_path):
+    """Both causal-mask mistakes at once (``triu(0)``): no mutant answers alike."""
+    both = dataclasses.replace(
+        RESTYLED_BY_NAME["alice-causal-hides-diagonal"].mutant,
+        edits=(("triu(diagonal=shift + 1)", "triu(0)"),),
+    )
+    folder = dataclasses.replace(
+        RESTYLED_BY_NAME["alice-causal-hides-diagonal"], mutant=both
+    ).write(tmp_path / "both")
+    assert diagnosis.diagnose(journal_of(folder, masks_of), 2, "cpu") is None
+
+
+def test_two_descriptions_that_fit_name_nothing(tmp_path):
+    """With d_v = 1, scaling by 1/sqrt(d_v) is no scaling at all: both mistakes answer
+    alike, and naming either would be a guess."""
+    q, k = torch.randn(1, 3, 4, dtype=torch.float64), torch.randn(1, 3, 4)
+    v = torch.randn(1, 3, 1, dtype=torch.float64)
+
+    def attend(hw):
+        hw.call("attention.scaled_dot_product_attention", q, k.double(), v)
+
+    folder = submission(tmp_path, "alice-scale-by-sqrt-d_v")
+    assert diagnosis.diagnose(journal_of(folder, attend), 1, "cpu") is None
+    wider = torch.randn(1, 3, 2, dtype=torch.float64)
+
+    def attend_wider(hw):
+        hw.call("attention.scaled_dot_product_attention", q, k.double(), wider)
+
+    found = diagnosis.diagnose(journal_of(folder, attend_wider), 1, "cpu")
+    assert found == MUTANTS["scale-by-sqrt-d_v"].description
+
+
+def test_replays_leave_the_students_package_and_random_state(tmp_path):
+    """In-process grading: after a diagnosis the student's own modules still answer, and
+    torch's random numbers go on as if nothing had run."""
+    folder = submission(tmp_path, "alice-causal-ignores-offset")
+    with InProcessSubmission(folder) as hw:
+        hw.journal = diagnosis.Journal()
+        masks_of(hw)
+        torch.manual_seed(5)
+        diagnosis.diagnose(hw.journal.entries, 2, "cpu")
+        drawn = torch.rand(3)
+        wrong = hw.call("masks.causal_mask", 2, 5)
+    torch.manual_seed(5)
+    assert torch.equal(drawn, torch.rand(3))
+    assert not torch.equal(wrong, torch.ones(2, 5, dtype=torch.bool).triu(4)), (
+        "the reference's causal_mask answered for the student's"
+    )
+
+
+def test_only_the_failing_examples_requests_are_kept(monkeypatch):
+    examples = iter([object(), object()])
+    first, second = next(examples), next(examples)
+    current = first
+    monkeypatch.setattr(diagnosis, "_current_example", lambda: current)
+    journal = diagnosis.Journal()
+    journal("call", None, "masks.causal_mask", (2,), {}, torch.zeros(2))
+    current = second
+    journal("call", None, "masks.causal_mask", (3,), {}, torch.zeros(3))
+    journal("call", None, "masks.causal_mask", (4,), {}, torch.zeros(4))
+    assert [e.args for e in journal.entries] == [(3,), (4,)]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "close", "far"),
+    [(torch.float64, 1e-12, 1e-8), (torch.float32, 1e-7, 1e-3)],
+)
+def test_answers_agree_within_their_dtypes_tolerance(dtype, close, far):
+    a = torch.ones(3, dtype=dtype)
+    assert diagnosis.agrees(a, a + close, {})
+    assert not diagnosis.agrees(a, a + far, {})
+    assert not diagnosis.agrees(a, a.to(torch.float16), {})
+    nan = torch.tensor([float("nan"), 1.0], dtype=dtype)
+    assert diagnosis.agrees(nan, nan.clone(), {})
+    assert not diagnosis.agrees([a, 1], [a, 2], {})
+
+
+def test_a_handle_agrees_with_one_handle_only():
+    class Owner:
+        pass
+
+    from autograder.protocol import Handle
+
+    mine = Handle(Owner(), HandleRef(1, "KVCache"))
+    theirs, other = Handle(Owner(), HandleRef(7, "KVCache")), HandleRef(8, "KVCache")
+    handles = {}
+    assert diagnosis.agrees(mine, theirs, handles)
+    assert handles == {1: theirs}
+    assert not diagnosis.agrees(mine, Handle(Owner(), other), handles)
+
+
+def test_an_edit_acts_where_its_function_runs():
+    """A default in a signature (train's lr) acts only when its function is called."""
+    for name, file, function in (
+        ("train-default-lr-3e-4", "charlm.py", "def train"),
+        ("causal-ignores-offset", "masks.py", "def causal_mask"),
+    ):
+        lines = diagnosis.edited_functions(MUTANTS[name])
+        source = (SOLUTIONS / file).read_text().splitlines()
+        assert [source[n - 1].split("(")[0] for n in lines] == [function]
+
+
+def test_every_phrase_has_words_that_hold_it():
+    assert set(WORDING) == {m.diagnosis for m in CATALOGUE}
+    for phrase, words in WORDING.items():
+        assert phrase.lower() in words.lower()
+
+
+def test_the_restyled_set_is_apart_from_the_catalogue(tmp_path):
+    """Each makes a catalogue mistake in code that differs from that mutant's."""
+    assert len(RESTYLED) >= 60
+    for r in RESTYLED:
+        mutant = MUTANTS[r.of]
+        mine = (r.write(tmp_path / r.name) / PACKAGE / r.mutant.file).read_text()
+        theirs = zoo.apply(mutant, SOLUTIONS, tmp_path / f"{r.name}-catalogue")
+        assert mine != (theirs / PACKAGE / mutant.file).read_text(), r.name
+
+
+def test_every_failing_test_of_a_restyled_mistake_names_it(tmp_path):
+    """Graded on part 4 in this process: the suite's own suspects name the frequency mistake
+    in some of its failing tests only; the replay names it in the others."""
+    restyled = RESTYLED_BY_NAME["alice-rope-frequency-without-2"]
+    settings = zoo.grade.Settings(isolate=False, keyword="test_part4_")
+    (graded,) = zoo._graded([(restyled.name, restyled.write(tmp_path))], settings, 1)
+    failing = [t for t in graded.tests if not t.passed]
+    lines = tuple(
+        tuple(line for line in t.message.splitlines() if diagnosis.LIKELY in line)
+        for t in failing
+    )
+    named = rates.Named(restyled, lines)
+    assert len(failing) >= 3
+    assert named.right == len(failing), lines
+
+
+def test_a_correct_style_diagnosed_on_every_test_gets_nothing_named():
+    """The stronger check on correct code, on parts 2 and 4: every test's requests replayed
+    as if it had failed."""
+    named = rates.named_on_every_test(
+        ALICE.parent, "cpu", ["-k", "test_part2_ or test_part4_"]
+    )
+    assert named == []
+
+
+# Grading each mutant on the parts that can reach it ------------------------------------------
+
+
+def test_a_file_reaches_the_parts_whose_code_imports_it(tmp_path):
+    assert zoo.parts_reaching(SOLUTIONS, "charlm.py") == {7}
+    assert zoo.parts_reaching(SOLUTIONS, "rope.py") == {3, 4, 5, 6, 7}
+    assert zoo.parts_reaching(SOLUTIONS, "masks.py") == {2, 3, 5, 6, 7}
+    package = tmp_path / PACKAGE
+    package.mkdir()
+    for name in ("attention.py", "masks.py", "rope.py"):
+        (package / name).write_text("")
+    (package / "attention.py").write_text(
+        textwrap.dedent("""\
+        def f():
+            from . import rope
+        """)
+    )
+    assert 1 in zoo.parts_reaching(package, "rope.py")
+    (package / "__init__.py").write_text("from transformer_hw.masks import x\n")
+    assert zoo.parts_reaching(package, "masks.py") == set(PARTS)
+
+
+def test_a_mutant_graded_on_other_tests_than_its_parts_is_refused():
+    def result(part: int, name: str) -> runner.TestResult:
+        return runner.TestResult(f"t{part}::{name}", name, part, 1, False, True, "")
+
+    reference = zoo.grade.Graded("reference", [result(2, "a"), result(7, "b")])
+    graded = zoo.grade.Graded("m", [result(7, "b")])
+    merged = zoo.with_reference(graded, reference, frozenset({7}))
+    assert [t.nodeid for t in merged.tests] == ["t2::a", "t7::b"]
+    with pytest.raises(RuntimeError, match="not the ones run"):
+        zoo.with_reference(graded, reference, frozenset({2, 7}))
+    assert zoo.selecting(frozenset(PARTS)) == ""
