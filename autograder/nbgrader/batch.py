@@ -85,6 +85,11 @@ def graded(
     return batch.take(student)
 
 
+def students_waiting() -> bool:
+    """Whether a batch holds a grade nobody has taken yet: a student still to come."""
+    return any(b.students for b in _BATCHES)
+
+
 def students_to_come(
     converter, assignment: str, student: str
 ) -> list[tuple[str, Path]]:

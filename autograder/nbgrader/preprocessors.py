@@ -2,11 +2,13 @@
 
 nbgrader runs the student's notebook in a kernel and scores each autograded cell by its outputs,
 after cells the student wrote, where student code could patch whatever a cell calls. So the
-notebook's check cells decide nothing. ``GradeModules`` runs before nbgrader's ``Execute``, so
-before the kernel can touch a file: it grades the submitted modules once, in the sandbox, with
-the same engine and suite as ``autograder grade``. ``WritePartGrades`` runs after the kernel,
-before nbgrader saves the grades, and replaces each check cell's outputs with the part's
-feedback and its earned points as the cell's result, which nbgrader reads as partial credit.
+notebook's check cells decide nothing. ``GradeModules`` runs before nbgrader's ``Execute``
+(here ``ExecuteStudentCells``), so before the student's kernel can touch a file: it hands over
+the grade of the submitted modules, graded once, in the sandbox, with the same engine and suite
+as ``autograder grade`` (with every other student of the run: ``batch``). ``WritePartGrades``
+runs after the kernel, before nbgrader saves the grades, and replaces each check cell's outputs
+with the part's feedback and its earned points as the cell's result, which nbgrader reads as
+partial credit.
 
 nbgrader (0.9) scores a cell 0 when an output is an error or goes to stderr, the number in its
 first result otherwise, and full marks when there is no numeric result. So whatever goes wrong
@@ -26,7 +28,7 @@ from nbgrader.converters import Autograde
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from nbgrader.utils import is_grade
-from traitlets import Float, Integer, Unicode
+from traitlets import Bool, Float, Integer, Unicode
 
 from autograder import safe_text
 from autograder.nbgrader.notebook import check_cell_part
@@ -217,19 +219,44 @@ class WritePartGrades(NbGraderPreprocessor):
 
 class ExecuteStudentCells(Execute):
     """nbgrader's ``Execute``, less the check cells: in the autograde kernel they only raise
-    (the grade is decided outside it), and ``WritePartGrades`` writes their outputs."""
+    (the grade is decided outside it), and ``WritePartGrades`` writes their outputs. While a
+    student's cells run, the next student's kernel starts (``kernels``)."""
 
     torch_threads = Integer(
         1,
         help="torch's threads in the kernel, which shares the cores with the grading "
         "processes: more threads than free cores spin, and take many times as long",
     ).tag(config=True)
+    start_ahead = Bool(
+        True, help="start the next student's kernel while this one's cells run"
+    ).tag(config=True)
+
+    def preprocess(self, nb, resources, km=None):
+        from autograder.nbgrader import batch, kernels
+
+        name = self.kernel_name or nb.metadata.get("kernelspec", {}).get("name", "")
+        arguments = [*self.extra_arguments]
+        if not any(a.startswith("--HistoryManager.hist_file") for a in arguments):
+            arguments.append(f"--HistoryManager.hist_file={self.ipython_hist_file}")
+        env = self._kernel_env()
+        folder = resources.get("metadata", {}).get("path")
+        if km is None and folder:
+            km = kernels.SPARE.take(name, arguments, env, folder, self.startup_timeout)
+        if self.start_ahead and name and batch.students_waiting():
+            kernels.SPARE.start(name, arguments, env, self.config)
+        return super().preprocess(nb, resources, km)
+
+    def setup_kernel(self, **kwargs):
+        # A kernel started ahead is this notebook's alone too: shut down after it.
+        kwargs.setdefault("cleanup_kc", True)
+        return super().setup_kernel(**kwargs)
 
     def start_new_kernel(self, **kwargs):
-        kwargs.setdefault(
-            "env", {**os.environ, "OMP_NUM_THREADS": str(self.torch_threads)}
-        )
+        kwargs.setdefault("env", self._kernel_env())
         return super().start_new_kernel(**kwargs)
+
+    def _kernel_env(self) -> dict:
+        return {**os.environ, "OMP_NUM_THREADS": str(self.torch_threads)}
 
     def preprocess_cell(self, cell, resources, index):
         if is_grade(cell) and check_cell_part(_grade_id(cell) or "") is not None:
