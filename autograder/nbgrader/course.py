@@ -71,6 +71,8 @@ c.Execute.timeout = {timeout}
 c.OverwriteCells.add_missing_cells = True
 # Where the student code runs while grading: "cpu" or "cuda".
 c.GradeModules.device = "cpu"
+# Grading processes side by side for the run's students (default: one per CPU), e.g.
+# c.GradeModules.jobs = 4
 # The feedback's formulas as images, readable offline (nbgrader's page loads MathJax online).
 c.GenerateFeedback.preprocessors = feedback_preprocessors()
 '''

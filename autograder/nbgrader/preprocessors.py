@@ -2,11 +2,13 @@
 
 nbgrader runs the student's notebook in a kernel and scores each autograded cell by its outputs,
 after cells the student wrote, where student code could patch whatever a cell calls. So the
-notebook's check cells decide nothing. ``GradeModules`` runs before nbgrader's ``Execute``, so
-before the kernel can touch a file: it grades the submitted modules once, in the sandbox, with
-the same engine and suite as ``autograder grade``. ``WritePartGrades`` runs after the kernel,
-before nbgrader saves the grades, and replaces each check cell's outputs with the part's
-feedback and its earned points as the cell's result, which nbgrader reads as partial credit.
+notebook's check cells decide nothing. ``GradeModules`` runs before nbgrader's ``Execute``
+(here ``ExecuteStudentCells``), so before the student's kernel can touch a file: it hands over
+the grade of the submitted modules, graded once, in the sandbox, with the same engine and suite
+as ``autograder grade`` (with every other student of the run: ``batch``). ``WritePartGrades``
+runs after the kernel, before nbgrader saves the grades, and replaces each check cell's outputs
+with the part's feedback and its earned points as the cell's result, which nbgrader reads as
+partial credit.
 
 nbgrader (0.9) scores a cell 0 when an output is an error or goes to stderr, the number in its
 first result otherwise, and full marks when there is no numeric result. So whatever goes wrong
@@ -15,6 +17,7 @@ while grading is written as an error output: it scores 0, never full marks.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -25,7 +28,7 @@ from nbgrader.converters import Autograde
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from nbgrader.utils import is_grade
-from traitlets import Float, Unicode
+from traitlets import Bool, Float, Integer, Unicode
 
 from autograder import safe_text
 from autograder.nbgrader.notebook import check_cell_part
@@ -52,16 +55,14 @@ class GradingFailed(Exception):
         self.detail = detail or message
 
 
-def grade_parts(name: str, root: Path, settings) -> dict[int, PartGrade]:
-    """Grade the modules under ``root`` in the sandbox; each part's points and feedback.
+def part_grades(graded) -> dict[int, PartGrade]:
+    """Each part's points and feedback from ``graded`` (a ``grade.Graded``).
 
     The full suite must have run: a grade from the public tests alone (a handout install of
-    ``autograder``) would be a different grade, so it is refused. ``settings`` is a
-    ``grade.Settings``.
+    ``autograder``) would be a different grade, so it is refused.
     """
-    from autograder import grade, report  # torch and the suite: only when grading
+    from autograder import report
 
-    graded = grade.grade_one(name, root, settings)
     if graded.failed:
         raise GradingFailed("; ".join(graded.problems), graded.detail)
     held = dict.fromkeys(PARTS, 0)
@@ -139,7 +140,8 @@ def _error(message: str):
 
 
 class GradeModules(NbGraderPreprocessor):
-    """Grade the submission's modules in the sandbox, once, before its kernel runs."""
+    """Grade the submission's modules in the sandbox, once, before its kernel runs; at the
+    run's first student, those of every student still to come too (``batch``)."""
 
     device = Unicode("cpu", help="cpu or cuda: where the student code runs").tag(
         config=True
@@ -149,24 +151,42 @@ class GradeModules(NbGraderPreprocessor):
         allow_none=True,
         help="seconds per call of student code (default: the sandbox's)",
     ).tag(config=True)
+    jobs = Integer(
+        len(os.sched_getaffinity(0)),
+        help="grading processes side by side (default: one per usable CPU)",
+    ).tag(config=True)
 
     def preprocess(self, nb, resources):
         if all(check_cell_part(_grade_id(cell) or "") is None for cell in nb.cells):
             return nb, resources  # not our notebook
         student = resources["nbgrader"]["student"]
-        root = Path(resources["metadata"]["path"])
-        course = Path(CourseDirectory(config=self.config).root).resolve()
+        converter = _converter(self)
         start = time.monotonic()
         try:
-            from autograder import grade  # torch and the suite: only when grading
+            from autograder import grade  # the suite: only when grading
+            from autograder.nbgrader import batch
 
+            if converter is None:  # run on its own: this notebook's folder alone
+                coursedir = CourseDirectory(config=self.config)
+                to_come = [(student, Path(resources["metadata"]["path"]))]
+            else:
+                coursedir = converter.coursedir
+                assignment = resources["nbgrader"]["assignment"]
+                to_come = batch.students_to_come(converter, assignment, student)
             settings = grade.Settings(
                 device=self.device,
                 call_timeout=self.call_timeout,
-                hidden_paths=(str(course),),  # other students' work, the gradebook
+                # other students' work, the gradebook
+                hidden_paths=(str(Path(coursedir.root).resolve()),),
             )
-            resources[GRADES] = grade_parts(student, root, settings)
-            self.log.info("%s graded in %.1f s", student, time.monotonic() - start)
+            graded = batch.graded(student, to_come, settings, self.jobs, self.log)
+            resources[GRADES] = part_grades(graded)
+            self.log.info(
+                "%s graded in %.1f s, waited %.1f s",
+                student,
+                graded.execution_time,
+                time.monotonic() - start,
+            )
         except Exception as exc:  # noqa: BLE001 - whatever failed scores 0, with the reason
             failure = (
                 exc if isinstance(exc, GradingFailed) else GradingFailed(repr(exc))
@@ -176,6 +196,14 @@ class GradeModules(NbGraderPreprocessor):
             )
             resources[GRADES] = failure
         return nb, resources
+
+
+def _converter(step) -> Autograde | None:
+    """The ``Autograde`` converter that runs ``step`` (the exporter's parent), if any."""
+    parent = step.parent
+    while parent is not None and not isinstance(parent, Autograde):
+        parent = parent.parent
+    return parent
 
 
 class WritePartGrades(NbGraderPreprocessor):
@@ -189,13 +217,62 @@ class WritePartGrades(NbGraderPreprocessor):
         return cell, resources
 
 
+class ExecuteStudentCells(Execute):
+    """nbgrader's ``Execute``, less the check cells: in the autograde kernel they only raise
+    (the grade is decided outside it), and ``WritePartGrades`` writes their outputs. While a
+    student's cells run, the next student's kernel starts (``kernels``)."""
+
+    torch_threads = Integer(
+        1,
+        help="torch's threads in the kernel, which shares the cores with the grading "
+        "processes: more threads than free cores spin, and take many times as long",
+    ).tag(config=True)
+    start_ahead = Bool(
+        True, help="start the next student's kernel while this one's cells run"
+    ).tag(config=True)
+
+    def preprocess(self, nb, resources, km=None):
+        from autograder.nbgrader import batch, kernels
+
+        name = self.kernel_name or nb.metadata.get("kernelspec", {}).get("name", "")
+        arguments = [*self.extra_arguments]
+        if not any(a.startswith("--HistoryManager.hist_file") for a in arguments):
+            arguments.append(f"--HistoryManager.hist_file={self.ipython_hist_file}")
+        env = self._kernel_env()
+        folder = resources.get("metadata", {}).get("path")
+        if km is None and folder:
+            km = kernels.SPARE.take(name, arguments, env, folder, self.startup_timeout)
+        if self.start_ahead and name and batch.students_waiting():
+            kernels.SPARE.start(name, arguments, env, self.config)
+        return super().preprocess(nb, resources, km)
+
+    def setup_kernel(self, **kwargs):
+        # A kernel started ahead is this notebook's alone too: shut down after it.
+        kwargs.setdefault("cleanup_kc", True)
+        return super().setup_kernel(**kwargs)
+
+    def start_new_kernel(self, **kwargs):
+        kwargs.setdefault("env", self._kernel_env())
+        return super().start_new_kernel(**kwargs)
+
+    def _kernel_env(self) -> dict:
+        return {**os.environ, "OMP_NUM_THREADS": str(self.torch_threads)}
+
+    def preprocess_cell(self, cell, resources, index):
+        if is_grade(cell) and check_cell_part(_grade_id(cell) or "") is not None:
+            return cell, resources
+        return super().preprocess_cell(cell, resources, index)
+
+
 def _grade_id(cell) -> str | None:
     return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
 
 def autograde_preprocessors() -> list:
-    """nbgrader's autograde steps with ours: grading before ``Execute``, writing before saving."""
+    """nbgrader's autograde steps with ours: grading before ``Execute`` (which leaves out the
+    check cells), writing before saving."""
     steps = list(Autograde.class_traits()["autograde_preprocessors"].default())
-    steps.insert(steps.index(Execute), GradeModules)
+    steps[steps.index(Execute)] = ExecuteStudentCells
+    steps.insert(steps.index(ExecuteStudentCells), GradeModules)
     steps.insert(steps.index(SaveAutoGrades), WritePartGrades)
     return steps

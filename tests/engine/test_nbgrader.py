@@ -1,8 +1,8 @@
 """``autograder nbgrader`` end to end, headless: the course, its release, the student's side
 (``nbgrader validate`` and ``check`` from the release alone, in an environment without this
-repository), autograding three submissions (the reference, the stubs, a zoo mutant whose kernel
-tries to grade itself), feedback and export; and the rule that a grading failure scores 0,
-never full marks."""
+repository), autograding four submissions in one run (the reference, the stubs, a zoo mutant
+whose kernel tries to grade itself, a broken upload) to the grades of ``autograder grade``,
+feedback and export; and the rule that a grading failure scores 0, never full marks."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import nbformat
 
 from autograder import cli, grade
+from autograder.nbgrader import batch
 from autograder.nbgrader.course import (
     CHECK_RUNTIME,
     CONFIG,
@@ -64,6 +65,9 @@ NOTEBOOK_ID = "transformer_hw"
 NOTEBOOK = f"{NOTEBOOK_ID}.ipynb"
 # Quick to grade, and it costs points in parts 2, 6 and 7 while the others keep full marks.
 MUTANT = next(m for m in CATALOGUE if m.name == "causal-hides-diagonal")
+STUDENTS = ("ref", "stubs", "mutant", "broken")
+# The broken upload: a module that does not compile (its parts score 0, and say why).
+BROKEN = ("heads.py", "def split_heads(x, n_heads)\n")
 TIMEOUT = 900  # seconds for one nbgrader command: generous, the machine may be loaded
 
 # A student's own cell in the mutant's notebook: it tries every way a kernel has to raise its
@@ -81,13 +85,17 @@ def check_part(part):
 autograder.check.check = lambda *args, **kwargs: 0
 masks_py = HOME / "transformer_hw" / {MUTANT.file!r}
 masks_py.write_text(masks_py.read_text().replace({MUTANT.edits[0][1]!r}, {MUTANT.edits[0][0]!r}))
-print("patched")
+print(f"patched, {{torch.get_num_threads()}} thread")
 """
 
 
+def nbgrader_path() -> str:
+    """``PATH`` for nbgrader, which runs alembic from it: this environment's first."""
+    return f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+
+
 def run_nbgrader(course: Path, *args: str) -> str:
-    # nbgrader runs alembic from PATH: the one of this environment.
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env = dict(os.environ, PATH=nbgrader_path())
     done = subprocess.run(
         [sys.executable, "-m", "nbgrader", *args],
         check=False,
@@ -123,9 +131,14 @@ def succeeded(result: dict, what: str) -> None:
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
+    """The course and its release (``nbgrader generate_assignment`` through ``nbgrader_api``:
+    this process imports nbgrader anyway)."""
     course = tmp_path_factory.mktemp("nbgrader") / "course"
     assert cli.main(["nbgrader", "--course", str(course)]) == 0
-    run_nbgrader(course, "generate_assignment", ASSIGNMENT)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PATH", nbgrader_path())  # it makes the gradebook with alembic
+        result = nbgrader_api(course).generate_assignment(ASSIGNMENT)
+    succeeded(result, "generate_assignment")
     return course
 
 
@@ -194,44 +207,43 @@ def student_side(course, tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def autograded(course, tmp_path_factory) -> dict:
-    """Autograde three submissions (through ``nbgrader_api``; the course's release and export
-    go through nbgrader's commands); their gradebook scores per part, and the mutant's
-    ``autograder grade`` row."""
+    """Autograde the four ``STUDENTS`` in one run (``nbgrader_api``; the course's export goes
+    through nbgrader's command), and grade their submitted folders with ``autograder grade``:
+    each one's points per part from nbgrader's gradebook and from ``autograder grade``, and
+    the autograde run's log."""
     import nbformat
     from nbgrader.api import Gradebook
 
     release = course / "release" / ASSIGNMENT
-    submitted = {
-        s: course / "submitted" / s / ASSIGNMENT for s in ("ref", "stubs", "mutant")
-    }
+    submitted = {s: course / "submitted" / s / ASSIGNMENT for s in STUDENTS}
     for folder in submitted.values():
         shutil.copytree(release, folder)
-    for module in SOLUTIONS.glob("*.py"):
-        shutil.copy(module, submitted["ref"] / ASSIGNMENT / module.name)
+    for student in ("ref", "broken"):
+        shutil.copytree(SOLUTIONS, submitted[student] / ASSIGNMENT, dirs_exist_ok=True)
+    (submitted["broken"] / ASSIGNMENT / BROKEN[0]).write_text(BROKEN[1])
     apply(MUTANT, SOLUTIONS, submitted["mutant"])
     notebook = nbformat.read(submitted["mutant"] / NOTEBOOK, as_version=4)
     setup = [c.get("id") for c in notebook.cells].index("setup")
     notebook.cells.insert(setup + 1, nbformat.v4.new_code_cell(PATCH))
     nbformat.write(notebook, submitted["mutant"] / NOTEBOOK)
 
-    out = tmp_path_factory.mktemp("grades")
-    # Graded in this process, which has imported torch already (a process of its own would import
-    # it again), before the kernel's cell edits the autograded copy of the mutant.
-    assert cli.main(["grade", str(submitted["mutant"]), "--out", str(out)]) == 0
-    api = nbgrader_api(course)
-    for student in submitted:
-        succeeded(api.autograde(ASSIGNMENT, student), f"autograde {student}")
-    with open(out / "gradebook.csv", newline="") as f:
-        (row,) = csv.DictReader(f)
-    expected = {k: int(row[f"part{k}"]) for k in PARTS}
-
+    run = nbgrader_api(course).autograde(ASSIGNMENT, "*")
+    succeeded(run, "autograde")
     scores = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        for student in submitted:
+        for student in STUDENTS:
             nb = gradebook.find_submission_notebook(NOTEBOOK_ID, ASSIGNMENT, student)
             scores[student] = {g.name: g.auto_score for g in nb.grades}
     print("gradebook:", json.dumps(scores, sort_keys=True))
-    return {"scores": scores, "mutant_alone": expected, "course": course}
+    # The submitted folders, which the kernels never touch (they run in autograded/).
+    out = tmp_path_factory.mktemp("grades")
+    assert cli.main(["grade", str(course / "submitted"), "--out", str(out)]) == 0
+    with open(out / "gradebook.csv", newline="") as f:
+        graded = {
+            row["name"]: {k: int(row[f"part{k}"]) for k in PARTS}
+            for row in csv.DictReader(f)
+        }
+    return {"scores": scores, "grade": graded, "log": run["log"], "course": course}
 
 
 def per_part(scores: dict[int, float]) -> dict[str, float]:
@@ -355,32 +367,48 @@ def test_leak_assertions_can_fail(tmp_path):
 
 
 def test_autograde_gives_each_part_its_grade(autograded):
-    scores, alone = autograded["scores"], autograded["mutant_alone"]
+    scores, graded = autograded["scores"], autograded["grade"]
     assert scores["ref"] == per_part({k: p.points for k, p in PARTS.items()})
     assert scores["stubs"] == per_part(dict.fromkeys(PARTS, 0))
-    # the mutant loses some points, not all
-    assert 0 < sum(alone.values()) < TOTAL_POINTS
-    assert scores["mutant"] == per_part(alone)
+    # the mutant and the broken upload lose some points, not all
+    for student in ("mutant", "broken"):
+        assert 0 < sum(graded[student].values()) < TOTAL_POINTS, student
+    # all four in one batch, ahead of nbgrader's loop
+    assert autograded["log"].count("grading 4 submissions in") == 1
+
+
+def test_the_gradebook_equals_autograder_grade_student_for_student(autograded):
+    """nbgrader's gradebook (what ``nbgrader export`` reads) holds, for each student and
+    part, the points ``autograder grade`` gives the same submitted folder."""
+    assert set(autograded["grade"]) == set(STUDENTS)
+    for student in STUDENTS:
+        assert autograded["scores"][student] == per_part(autograded["grade"][student])
 
 
 def test_a_kernel_that_patches_the_grading_gets_the_same_score(autograded):
     course = autograded["course"]
     cells = read_cells(course / "autograded" / "mutant" / ASSIGNMENT / NOTEBOOK)
     patch = next(c for c in cells.values() if c.source == PATCH)
-    assert "patched" in text_of(
-        patch
-    )  # the kernel ran the patch and fixed the bug on disk
+    # the kernel ran the patch (with one torch thread) and fixed the bug on disk
+    assert "patched, 1 thread" in text_of(patch)
     fixed = course / "autograded" / "mutant" / ASSIGNMENT / ASSIGNMENT / MUTANT.file
     assert MUTANT.edits[0][1] not in fixed.read_text()
     # ... yet the grade is that of the modules as submitted
-    assert autograded["scores"]["mutant"] == per_part(autograded["mutant_alone"])
-    lost = next(k for k in PARTS if autograded["mutant_alone"][k] < PARTS[k].points)
+    alone = autograded["grade"]["mutant"]
+    assert autograded["scores"]["mutant"] == per_part(alone)
+    lost = next(k for k in PARTS if alone[k] < PARTS[k].points)
     check = cells[f"check-part{lost}"]
     assert re.search(f"Likely mistake:.*{re.escape(MUTANT.diagnosis)}", text_of(check))
     result = [o for o in check.outputs if o.output_type == "execute_result"]
-    assert [r.data["text/plain"] for r in result] == [
-        str(autograded["mutant_alone"][lost])
-    ]
+    assert [r.data["text/plain"] for r in result] == [str(alone[lost])]
+
+
+def test_a_broken_upload_is_told_why_in_the_parts_it_loses(autograded):
+    cells = read_cells(
+        autograded["course"] / "autograded" / "broken" / ASSIGNMENT / NOTEBOOK
+    )
+    lost = [k for k in PARTS if autograded["grade"]["broken"][k] < PARTS[k].points]
+    assert lost and all(BROKEN[0] in text_of(cells[f"check-part{k}"]) for k in lost)
 
 
 def test_the_reference_notebook_runs_without_errors(autograded):
@@ -398,6 +426,10 @@ def test_the_reference_notebook_runs_without_errors(autograded):
     assert "training skipped while nbgrader runs this notebook (autograde)" in text_of(
         cells["part7-train"]
     )
+    # the kernel ran the student's cells, not the check cells: their outputs are the grader's
+    ran = {name for name, cell in cells.items() if cell.get("execution_count")}
+    assert "part7-samples" in ran
+    assert not ran & {f"check-part{k}" for k in PARTS}
 
 
 def test_feedback_and_export_write_their_files(autograded):
@@ -405,7 +437,7 @@ def test_feedback_and_export_write_their_files(autograded):
     succeeded(nbgrader_api(course).generate_feedback(ASSIGNMENT), "generate_feedback")
     html = {
         s: course / "feedback" / s / ASSIGNMENT / f"{NOTEBOOK_ID}.html"
-        for s in autograded["scores"]
+        for s in STUDENTS
     }
     assert all(path.is_file() for path in html.values())
     page = html["mutant"].read_text(encoding="utf-8")
@@ -416,11 +448,8 @@ def test_feedback_and_export_write_their_files(autograded):
     run_nbgrader(course, "export")
     with open(course / "grades.csv", newline="") as f:
         rows = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(f)}
-    assert rows == {
-        "ref": TOTAL_POINTS,
-        "stubs": 0,
-        "mutant": sum(autograded["mutant_alone"].values()),
-    }
+    assert rows == {s: sum(autograded["grade"][s].values()) for s in STUDENTS}
+    assert rows["ref"] == TOTAL_POINTS
 
 
 # The student's side, from the release alone ----------------------------------------------------
@@ -492,7 +521,7 @@ def test_a_grader_that_fails_scores_zero_in_every_part(monkeypatch, tmp_path):
     def broken(*args, **kwargs):
         raise RuntimeError("the grader fell over")
 
-    monkeypatch.setattr(grade, "grade_one", broken)
+    monkeypatch.setattr(grade, "grade_many", broken)
     notebook = course_notebook()
     resources = {"nbgrader": {"student": "s"}, "metadata": {"path": str(tmp_path)}}
     for step in (preprocessors.GradeModules(), preprocessors.WritePartGrades()):
@@ -503,26 +532,54 @@ def test_a_grader_that_fails_scores_zero_in_every_part(monkeypatch, tmp_path):
     assert all("the grader fell over" in c.outputs[0].evalue for c in graded)
 
 
-def test_a_grade_from_the_public_tests_alone_or_a_failed_one_is_refused(
-    monkeypatch, tmp_path
-):
+def test_a_grade_from_the_public_tests_alone_or_a_failed_one_is_refused():
     from autograder.nbgrader import preprocessors
 
     public = [
         grade.TestResult(f"t{k}", f"test_{k}", k, p.points, False, True, "")
         for k, p in PARTS.items()
     ]
-    monkeypatch.setattr(grade, "grade_one", lambda name, *a: grade.Graded(name, public))
     with pytest.raises(preprocessors.GradingFailed, match="hidden"):
-        preprocessors.grade_parts("s", tmp_path, grade.Settings())
+        preprocessors.part_grades(grade.Graded("s", public))
     hidden = [grade.TestResult("h", "test_h", 1, 1, True, True, ""), *public[1:]]
-    monkeypatch.setattr(grade, "grade_one", lambda name, *a: grade.Graded(name, hidden))
     with pytest.raises(preprocessors.GradingFailed, match="part 1: 1 of 18"):
-        preprocessors.grade_parts("s", tmp_path, grade.Settings())
+        preprocessors.part_grades(grade.Graded("s", hidden))
     failed = grade.Graded("s", [], ["the autograder failed"], failed=True, detail="why")
-    monkeypatch.setattr(grade, "grade_one", lambda *a: failed)
     with pytest.raises(preprocessors.GradingFailed, match="the autograder failed"):
-        preprocessors.grade_parts("s", tmp_path, grade.Settings())
+        preprocessors.part_grades(failed)
+
+
+def test_the_batch_holds_the_students_nbgrader_will_process(tmp_path):
+    """``students_to_come`` foresees nbgrader's choice: from the student under way on, in
+    its order, less those excluded and those autograded already (unless forced, or submitted
+    again since)."""
+    from types import SimpleNamespace
+
+    from nbgrader.coursedir import CourseDirectory
+
+    def folder(step: str, student: str, timestamp: str = "") -> str:
+        path = tmp_path / step / student / "hw"
+        path.mkdir(parents=True)
+        if timestamp:
+            (path / "timestamp.txt").write_text(timestamp)
+        return str(path)
+
+    assignments = {
+        folder("submitted", s, "2026-12-01 10:00:00"): [f"{s}/{NOTEBOOK}"]
+        for s in ("a", "b", "c", "d", "e")
+    }
+    folder("autograded", "c", "2026-12-01 10:00:00")  # autograded, not submitted since
+    folder("autograded", "d", "2026-11-30 10:00:00")  # submitted again since
+    coursedir = CourseDirectory(root=str(tmp_path), student_id_exclude="e")
+    converter = SimpleNamespace(
+        coursedir=coursedir, assignments=assignments, force=False
+    )
+    names = [name for name, _ in batch.students_to_come(converter, "hw", "b")]
+    assert names == ["b", "d"]
+    converter.force = True
+    to_come = batch.students_to_come(converter, "hw", "a")
+    assert [name for name, _ in to_come] == ["a", "b", "c", "d"]
+    assert to_come[1][1] == tmp_path / "submitted" / "b" / "hw"
 
 
 def test_a_check_cell_without_our_preprocessor_scores_zero(monkeypatch, tmp_path):
