@@ -363,5 +363,9 @@ def amended(
     found = diagnose(journal.entries, part, device)
     line = f"{LIKELY} {found}" if found else NO_MATCH
     if isinstance(exc, pytest.fail.Exception):
-        return pytest.fail.Exception(f"{message}\n{line}", pytrace=False)
-    return AssertionError(f"{message}\n{line}")
+        better = pytest.fail.Exception(f"{message}\n{line}", pytrace=False)
+    else:
+        better = AssertionError(f"{message}\n{line}")
+    # What the student's code raised stays behind it: its words are never taken for ours.
+    better.__cause__ = exc
+    return better

@@ -307,7 +307,12 @@ class ForbiddenGate:
 GATE = pytest.StashKey[ForbiddenGate]()
 #: The journal of the graded test under way (``autograder.diagnosis``), where it runs.
 JOURNAL = pytest.StashKey[object]()
-DIAGNOSIS = importlib.util.find_spec("autograder.diagnosis") is not None
+#: Diagnosis replays a failing test against the bug zoo: only where both ship (the handout and
+#: the Gradescope zip hold neither the zoo nor, in the handout, the diagnosis).
+DIAGNOSIS = (
+    importlib.util.find_spec("autograder.diagnosis") is not None
+    and (Path(__file__).parent / "zoo" / "mutants.py").is_file()
+)
 
 
 def _journal():

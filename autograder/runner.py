@@ -197,9 +197,15 @@ def diagnosis(exc: BaseException) -> str:
         return diagnosis(inner[0])
     text = exc.msg if isinstance(exc, pytest.fail.Exception) else str(exc)
     raised = _raised(exc)
+    theirs: set[str] = set()  # its lines, however a message quoting it trimmed them
     if raised is not None:
         text = text.replace(str(raised), "").replace(raised.message, "")
-    lines = [line for line in text.splitlines() if line.startswith(LIKELY)]
+        theirs = {line.strip() for line in raised.message.splitlines()}
+    lines = [
+        line
+        for line in text.splitlines()
+        if line.startswith(LIKELY) and line.strip() not in theirs
+    ]
     return lines[-1][len(LIKELY) :].strip().rstrip(".") if lines else ""
 
 

@@ -1102,10 +1102,8 @@ def apply(mutant: Mutant, solutions: Path, out: Path) -> Path:
     return out
 
 
-VIEW = (
-    "`.view(...)` on a tensor that is not contiguous: use `.reshape(...)` (or "
-    "`.contiguous()` first)"
-)
+#: Worded apart from the graded suite's own line (tests/graded/inputs.py), which ships.
+VIEW = "`.view(...)` on a tensor that is not contiguous: use `.reshape(...)` instead"
 #: Each diagnosis phrase in the words feedback names the mistake with (``autograder.diagnosis``):
 #: the mutants that share a phrase are one mistake, told one way.
 WORDING = {
