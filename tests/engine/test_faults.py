@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -56,27 +57,10 @@ def outcomes(graded: grade.Graded) -> dict[str, bool]:
 
 def host_pid(pid: int) -> int:
     """A worker's pid as this process sees it (the template may have a PID namespace)."""
-    template = template_client.running().process.pid
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        nspid = next(line for line in status.splitlines() if line.startswith("NSpid"))
-        if int(nspid.split()[-1]) == pid and _descends(int(entry.name), template):
-            return int(entry.name)
-    raise LookupError(f"no worker {pid} below the template")
-
-
-def _descends(pid: int, ancestor: int) -> bool:
-    while pid > 1:
-        if pid == ancestor:
-            return True
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        pid = int(stat.rsplit(")", 1)[1].split()[1])
-    return False
+    found = sandbox._host_pid(pid, template_client.running().process.pid)
+    if found is None:
+        raise LookupError(f"no worker {pid} below the template")
+    return found
 
 
 def strike(monkeypatch, method: str, fault) -> list[int]:
@@ -125,8 +109,9 @@ def test_a_worker_killed_from_outside_mid_request_is_retried(
 def kill_on_plan(monkeypatch, plan: list[str]) -> list[str]:
     """SIGKILL the worker at each step ``plan`` names, in order, before it can answer:
     ``"struck"``, as request ``STRUCK`` is about to be sent to it; ``"starting"``, as a fresh
-    worker's hello is awaited; ``"replay"``, as a fresh worker is about to be brought back to
-    the lost one's state. The list returned fills with the kills made."""
+    worker is forked (it says hello only once it has the files, sent after); ``"replay"``, as
+    a fresh worker is about to be brought back to the lost one's state. The list returned
+    fills with the kills made."""
     made: list[str] = []
 
     def kill_if(step: str, submission) -> None:
@@ -136,7 +121,7 @@ def kill_on_plan(monkeypatch, plan: list[str]) -> list[str]:
 
     client = sandbox.IsolatedSubmission
     exchange, send_by, replay = client._exchange, client._send_by, client._replay
-    receive = client._receive
+    spawn = template_client.spawn
     struck: list = []  # request STRUCK as encoded
 
     def exchanging(self, encoded, timeout):
@@ -149,10 +134,10 @@ def kill_on_plan(monkeypatch, plan: list[str]) -> list[str]:
             kill_if("struck", self)
         return send_by(self, encoded, deadline)
 
-    def receiving(self, deadline, hello=False, seq=0):
-        if hello:
-            kill_if("starting", self)
-        return receive(self, deadline, hello=hello, seq=seq)
+    def spawning(socks, config):
+        pid = spawn(socks, config)
+        kill_if("starting", SimpleNamespace(_pid=pid))
+        return pid
 
     def replaying(self):
         kill_if("replay", self)
@@ -161,7 +146,7 @@ def kill_on_plan(monkeypatch, plan: list[str]) -> list[str]:
     monkeypatch.setattr(client, "_exchange", exchanging)
     monkeypatch.setattr(client, "_send_by", sending)
     monkeypatch.setattr(client, "_replay", replaying)
-    monkeypatch.setattr(client, "_receive", receiving)
+    monkeypatch.setattr(template_client, "spawn", spawning)
     return made
 
 
