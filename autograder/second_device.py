@@ -75,6 +75,13 @@ class Elsewhere(torch.Tensor):
 class _MakesOnSecond(TorchDispatchMode):
     """Tensors made with ``device=SECOND`` are ``Elsewhere`` tensors."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """Otherwise torch wraps ``__torch_dispatch__`` to keep its compiler out of it, and
+        imports that compiler (a second of CPU) at the first call: nothing here is compiled.
+        (Where torch has no such switch, this is never called.)"""
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         return _run(func, args, kwargs or {})
 

@@ -95,17 +95,30 @@ def _section(feedback: str, part: int) -> str:
 
 
 def run(
-    out: Path, jobs: int = 1, device: str = "cpu", mutants=CATALOGUE, isolate=True
+    out: Path,
+    jobs: int = 1,
+    device: str = "cpu",
+    mutants=CATALOGUE,
+    isolate=True,
+    spread=None,
 ) -> tuple[list[Verdict], int]:
     """Grade the reference and every mutant into ``out``; the verdicts and the reference's
     score. ``isolate=False`` runs them in this process (``grade.Settings.isolate``): they are
-    the reference with one edit each, trusted code."""
+    the reference with one edit each, trusted code.
+
+    ``spread`` (default: every mutant) are graded in every part that can run their changed
+    file, so their verdicts check that the parts building on theirs point back to it; the
+    others are graded in their own part alone (the engine's tests: part 7's tests cost most,
+    and half the zoo's mutants reach them), where their verdicts check the catch and its
+    diagnosis."""
+    spread = mutants if spread is None else spread
+    alone = {m.name: m.part for m in mutants if m not in spread}
     with tempfile.TemporaryDirectory(prefix="autograder-zoo-") as tmp:
         batch = [
             (m.name, m.file, apply(m, SOLUTIONS, Path(tmp) / m.name)) for m in mutants
         ]
         grade_beside_reference(
-            out, batch, settings_for(out, tmp, device, isolate), jobs
+            out, batch, settings_for(out, tmp, device, isolate), jobs, alone
         )
     report.write_gradebook(out, [REFERENCE, *(m.name for m in mutants)])
     score = report.gradebook_row(out, REFERENCE)["score"]
@@ -123,11 +136,13 @@ def grade_beside_reference(
     batch: list[tuple[str, str | None, Path]],
     settings: grade.Settings,
     jobs: int,
+    alone: dict[str, int] | None = None,
 ) -> None:
     """Grade the reference, then each ``(name, changed file, folder)`` of ``batch``, into
-    ``out`` (a changed file of None: every file may differ). Each runs only the tests of the parts that can reach its changed file
-    (``parts_reaching``): every other test runs the reference's code alone, so the
-    reference's outcome stands for it."""
+    ``out`` (a changed file of None: every file may differ). Each runs only the tests of the
+    parts that can reach its changed file (``parts_reaching``), or of the one part ``alone``
+    gives for its name: every other test takes the reference's outcome (for the parts out of
+    reach, that is what running it would give)."""
     with tempfile.TemporaryDirectory(prefix="autograder-zoo-reference-") as tmp:
         staged = apply_none(Path(tmp) / REFERENCE)
         (reference,) = _graded([(REFERENCE, staged)], settings, jobs)
@@ -135,6 +150,8 @@ def grade_beside_reference(
     groups: dict[frozenset[int], list[tuple[str, Path]]] = {}
     for name, file, folder in batch:
         parts = parts_reaching(folder / PACKAGE, file) if file else frozenset(PARTS)
+        if alone and name in alone:
+            parts = frozenset({alone[name]})
         groups.setdefault(parts, []).append((name, folder))
     for parts, members in groups.items():
         only = replace(settings, keyword=selecting(parts))

@@ -4,11 +4,13 @@ way those tests start whole processes."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 from autograder import cli, zoo
 from autograder.executor import InProcessSubmission
@@ -17,6 +19,13 @@ from autograder.release import SOLUTIONS
 from autograder.sandbox.client import IsolatedSubmission
 from autograder.zoo import examples
 from autograder.zoo.mutants import CATALOGUE, Mutant, apply
+
+#: One torch thread in this process and in every process it starts: pytest-xdist's workers,
+#: their commands and their graders share the machine's cores, and a torch thread that waits
+#: for work spins on a core another process needs (a third of the suite's CPU time, measured on
+#: two cores). Grading processes run one thread each anyway (``grade._init_process``).
+os.environ["OMP_NUM_THREADS"] = "1"
+torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "submissions"
@@ -107,13 +116,19 @@ def zoo_half(half: int) -> tuple[Mutant, ...]:
     return CATALOGUE[half::2]
 
 
+#: The mutants graded in every part their file reaches, where the parts that build on theirs
+#: must point back to it: the first of each part. The others are graded in their own part
+#: alone (``zoo.run``), which checks the catch and its diagnosis at a third of the cost.
+SPREAD = tuple({m.part: m for m in reversed(CATALOGUE)}.values())
+
+
 def grade_zoo(tmp_path_factory, mutants) -> dict[str, zoo.Verdict]:
-    """``mutants`` graded on the whole suite, with the reference, in this process one after
-    another: the suite's other tests keep the second core busy, and a pool of grading
+    """``mutants`` graded (the ``SPREAD`` ones in every part they reach, the others in their
+    own part), with the reference, in this process one after another: the suite's other tests keep the second core busy, and a pool of grading
     processes would import torch again in each (seconds of CPU apiece). They run in-process:
     what is checked here is the suite's teeth, which the sandbox does not change (the other
     engine tests grade mutants through it, and ``autograder zoo`` always does)."""
     out = tmp_path_factory.mktemp("zoo")
-    found, reference = zoo.run(out, mutants=mutants, isolate=False)
+    found, reference = zoo.run(out, mutants=mutants, isolate=False, spread=SPREAD)
     assert reference == TOTAL_POINTS, f"the reference got {reference}/{TOTAL_POINTS}"
     return {v.mutant.name: v for v in found}

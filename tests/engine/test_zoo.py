@@ -9,7 +9,7 @@ import pytest
 from autograder.release import SOLUTIONS
 from autograder.zoo.mutants import CATALOGUE, Mutant, MutantError, apply
 
-from .conftest import grade_zoo, zoo_half
+from .conftest import SPREAD, grade_zoo, zoo_half
 
 HALF = zoo_half(0)
 
@@ -34,6 +34,13 @@ def test_an_edit_must_match_exactly_once(tmp_path):
 def test_mutant_is_caught_with_its_diagnosis(zoo_verdicts, mutant):
     verdict = zoo_verdicts[mutant.name]
     assert verdict.ok, f"{mutant.name}: " + "; ".join(verdict.problems)
+
+
+def test_parts_that_build_on_a_broken_one_are_checked_for_their_pointer(zoo_verdicts):
+    """Some mutant graded in every part it reaches (``conftest.SPREAD``) costs points in a
+    part that builds on its own, so its verdict checks that part's pointer back to it."""
+    spread = [zoo_verdicts[m.name] for m in SPREAD if m.name in zoo_verdicts]
+    assert any(n and k != v.mutant.part for v in spread for k, n in v.lost.items())
 
 
 def test_the_two_halves_grade_the_whole_zoo():
