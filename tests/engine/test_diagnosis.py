@@ -19,8 +19,8 @@ from autograder.executor import InProcessSubmission
 from autograder.points import PACKAGE, PARTS
 from autograder.protocol import HandleRef
 from autograder.release import SOLUTIONS
-from autograder.zoo import rates
-from autograder.zoo.mutants import CATALOGUE, WORDING
+from autograder.zoo import rates, reach
+from autograder.zoo.mutants import CATALOGUE, WORDING, Mutant
 from autograder.zoo.restyled import ALICE, RESTYLED
 
 RESTYLED_BY_NAME = {r.name: r for r in RESTYLED}
@@ -220,14 +220,39 @@ def test_a_file_reaches_the_parts_whose_code_imports_it(tmp_path):
     assert zoo.parts_reaching(package, "masks.py") == set(PARTS)
 
 
-def test_a_mutant_graded_on_other_tests_than_its_parts_is_refused():
+def test_a_mutant_graded_without_a_test_it_needs_is_refused():
     def result(part: int, name: str) -> runner.TestResult:
         return runner.TestResult(f"t{part}::{name}", name, part, 1, False, True, "")
 
     reference = zoo.grade.Graded("reference", [result(2, "a"), result(7, "b")])
     graded = zoo.grade.Graded("m", [result(7, "b")])
-    merged = zoo.with_reference(graded, reference, frozenset({7}))
+    merged = zoo.with_reference(graded, reference, frozenset({"t7::b"}))
     assert [t.nodeid for t in merged.tests] == ["t2::a", "t7::b"]
-    with pytest.raises(RuntimeError, match="not the ones run"):
-        zoo.with_reference(graded, reference, frozenset({2, 7}))
-    assert zoo.selecting(frozenset(PARTS)) == ""
+    with pytest.raises(RuntimeError, match="1 needed tests did not run"):
+        zoo.with_reference(graded, reference, frozenset({"t2::a", "t7::b"}))
+    unknown = zoo.grade.Graded("m", [result(7, "b"), result(7, "c")])
+    with pytest.raises(RuntimeError, match="1 unknown ones did"):
+        zoo.with_reference(unknown, reference, frozenset({"t7::b"}))
+
+
+def test_the_tests_needed_are_selected_by_part_or_by_name():
+    tests_of = {k: set() for k in PARTS}
+    tests_of |= {2: {"t2::a"}, 7: {"t7::b[1]", "t7::b[2]", "t7::c"}}
+    every = frozenset({"t2::a", "t7::b[1]", "t7::b[2]", "t7::c"})
+    assert zoo.selecting(every, tests_of) == ""
+    assert zoo.selecting(every - {"t2::a"}, tests_of) == "test_part7_"
+    assert zoo.selecting(frozenset({"t7::b[2]", "t2::a"}), tests_of) == "a or b"
+
+
+def test_a_mutant_is_graded_on_the_tests_that_run_its_edits():
+    """``reach``: a mutant of ``generate`` needs the generation tests, not the loss's; an edit
+    outside every function needs every test of its part."""
+    found = reach.Reach("cpu")
+    generation = found.tests_running(MUTANTS["generate-refeeds-prefix"])
+    assert generation and all("model_generation.py" in test for test in generation)
+    everything = {t for t, part in found.part.items() if part == 7}
+    assert generation < everything
+    outside = Mutant(
+        "module", "charlm.py", (("import torch", "import torch\nX = 1"),), 7, "x"
+    )
+    assert found.tests_running(outside) == everything

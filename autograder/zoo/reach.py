@@ -1,0 +1,68 @@
+"""Which graded tests can tell a mutant from the reference: those that run a function its edits
+lie in.
+
+A test that never calls the function an edit lies in runs, on the mutant, exactly the code it
+runs on the reference, on the same inputs (the suite draws its examples and seeds alike every
+run), so it ends as it does there: the reference's outcome stands for it, and the test need not
+run. The zoo's engine tests grade most mutants on these tests alone (``zoo.run``'s ``spread``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from autograder import runner
+from autograder.diagnosis import edited_functions, ran_functions
+from autograder.points import PACKAGE
+from autograder.release import SOLUTIONS
+from autograder.zoo.mutants import Mutant
+
+
+class _Recorder:
+    """A pytest plugin: per test, the package's functions that ran in its setup, call and
+    teardown, as ``(file name, first line)``."""
+
+    def __init__(self, package: Path):
+        self.package = package
+        self.ran: dict[str, set[tuple[str, int]]] = {}
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        with ran_functions(self.package, self.ran.setdefault(item.nodeid, set())):
+            return (yield)
+
+
+class Reach:
+    """The functions each graded test runs on the reference (``device``), recorded once in
+    this process: the reference is trusted code."""
+
+    def __init__(self, device: str):
+        with tempfile.TemporaryDirectory(prefix="autograder-reach-") as tmp:
+            root = Path(tmp)
+            shutil.copytree(SOLUTIONS, root / PACKAGE)
+            recorder = _Recorder(root / PACKAGE)
+            tests, _ = runner.run_suite(
+                root, ["--device", device], [], plugins=[recorder]
+            )
+        if not tests or not all(t.passed for t in tests):
+            raise RuntimeError("the reference did not pass every graded test")
+        self.ran = recorder.ran
+        self.part = {t.nodeid: t.part for t in tests}
+
+    def tests_running(self, mutant: Mutant) -> frozenset[str]:
+        """The tests of the mutant's part that run a function its edits lie in (every test
+        of the part, for an edit outside every function)."""
+        lines = edited_functions(mutant)
+        return frozenset(
+            test
+            for test, part in self.part.items()
+            if part == mutant.part
+            and (
+                lines is None
+                or any((mutant.file, line) in self.ran[test] for line in lines)
+            )
+        )
