@@ -362,16 +362,20 @@ def record_answers(path: Path, repo: Path = REPO) -> None:
     Recording runs every public test and every known mistake a failure may name (about ten
     seconds), so the values are kept in ``build/answers/`` under a digest of all they depend
     on (the graded suite, the reference, the engine, torch's and hypothesis's versions): a
-    release, a course or a test that needs them again with nothing changed copies them."""
+    release, a course or a test that needs them again with nothing changed copies them.
+    Processes that need them at once record them once: the others wait for the first."""
+    import fcntl  # Unix: the course's machines; a handout never records
+
     cached = _answers_cache(repo)
-    if cached.is_file():
-        path.write_bytes(cached.read_bytes())
-        return
-    _record(path, repo)
     cached.parent.mkdir(parents=True, exist_ok=True)
-    partial = cached.with_name(f"{cached.name}.{os.getpid()}")
-    partial.write_bytes(path.read_bytes())
-    os.replace(partial, cached)  # whole or not at all, whoever else records beside us
+    with open(cached.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
+        if not cached.is_file():
+            _record(path, repo)
+            partial = cached.with_name(f"{cached.name}.{os.getpid()}")
+            partial.write_bytes(path.read_bytes())
+            os.replace(partial, cached)  # whole or not at all
+    path.write_bytes(cached.read_bytes())
 
 
 def _answers_cache(repo: Path) -> Path:
