@@ -11,6 +11,10 @@ ships in the student handout.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import subprocess
+import sys
 from pathlib import Path
 
 from autograder.points import PACKAGE
@@ -95,6 +99,34 @@ def check(
         "Debug one test: `pytest tests -k <test name>` (--pdb stops at the failure)."
     )
     return 1 if any(not t.passed and not t.skipped for t in tests) else 0
+
+
+def check_in_fresh_process(path: Path | str, part: int) -> tuple[int, str]:
+    """``autograder check PATH --part PART`` in a process of its own, so that it tests the
+    student's code as it is on disk now: its exit status and output. A notebook's check cells
+    run it. On Linux the process forks from a server that imported torch and this module once
+    (a check takes a fraction of a second instead of the two a new Python spends importing
+    them); elsewhere (macOS refuses forking after some imports) it is a new Python."""
+    if sys.platform != "linux":
+        command = [sys.executable, "-m", "autograder", "check", str(path)]
+        done = subprocess.run(
+            [*command, "--part", str(part)], capture_output=True, text=True, check=False
+        )
+        return done.returncode, done.stdout + done.stderr
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["torch", __name__])
+    with ProcessPoolExecutor(1, mp_context=context) as fresh:
+        return fresh.submit(_check_captured, str(path), part).result()
+
+
+def _check_captured(path: str, part: int) -> tuple[int, str]:
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        code = check(Path(path), part=part)
+    return code, output.getvalue()
 
 
 def print_rules() -> int:
