@@ -220,20 +220,23 @@ def edited_functions(mutant: Mutant) -> frozenset[int] | None:
 
 @contextlib.contextmanager
 def ran_functions(package: Path, ran: set[tuple[str, int]]):
-    """Note ``(file name, first line)`` of every function of ``package`` that runs."""
+    """Note ``(file name, first line)`` of every function of ``package`` that runs. (A trace
+    function, not a profile one: it is called as each Python frame starts, where a profile
+    function is also called around every call into C, torch's operators included.)"""
     prefix = str(package) + "/"
-    previous = sys.getprofile()
+    previous = sys.gettrace()
 
-    def profile(frame, event, arg):
+    def trace(frame, event, arg):
         if event == "call" and frame.f_code.co_filename.startswith(prefix):
             code = frame.f_code
             ran.add((Path(code.co_filename).name, code.co_firstlineno))
+        # None: no tracing of the frame's lines
 
-    sys.setprofile(profile)
+    sys.settrace(trace)
     try:
         yield
     finally:
-        sys.setprofile(previous)
+        sys.settrace(previous)
 
 
 @contextlib.contextmanager
