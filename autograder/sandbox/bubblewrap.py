@@ -204,6 +204,7 @@ class ControlGroups:
 
     def __init__(self, name: str):
         self.folders: list[Path] = []
+        remove_stale_groups()
         for controller, setting, value in (
             ("pids", "pids.max", CGROUP_PIDS),
             ("memory", "memory.limit_in_bytes", CGROUP_MEMORY),
@@ -240,6 +241,19 @@ class ControlGroups:
                         break
                     time.sleep(0.05)
         self.folders = []
+
+
+def remove_stale_groups() -> None:
+    """Remove the empty groups of grading processes that ended without removing them (killed,
+    or ended by ``os._exit`` as a pool's processes are): a grading machine would otherwise
+    gather them by the thousand. A group is ``autograder-<pid>-<n>``; one whose process lives
+    on (or whose pid a new process took) is left, and one not empty cannot be removed."""
+    for controller in ("pids", "memory"):
+        for folder in (CGROUP_ROOT / controller).glob("autograder-*-*"):
+            pid = folder.name.split("-")[1]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
 
 
 def cgroups_in_force() -> bool:

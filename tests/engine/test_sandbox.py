@@ -896,3 +896,27 @@ def test_a_template_that_died_is_replaced_without_cost_to_the_next_submission(tm
     template.process.wait()
     with IsolatedSubmission(submission(tmp_path / "next")) as hw:
         assert hw.call("masks.causal_mask", 2).shape == (2, 2)
+
+
+def test_groups_left_by_an_ended_grading_process_are_removed():
+    """A grading process killed, or ended by ``os._exit`` (a pool's), leaves its control
+    groups: the next one to make its own removes those of processes that have ended."""
+    if not bubblewrap.cgroups_in_force():
+        pytest.skip("no control groups can be made here")
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    stale = [
+        bubblewrap.CGROUP_ROOT / controller / f"autograder-{ended.pid}-0"
+        for controller in ("pids", "memory")
+    ]
+    for folder in stale:
+        folder.mkdir()
+    ours = bubblewrap.ControlGroups(f"autograder-{os.getpid()}-test")
+    try:
+        assert ours.folders and all(folder.is_dir() for folder in ours.folders)
+        assert not [folder for folder in stale if folder.exists()]
+    finally:
+        ours.remove()
+        for folder in stale:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
