@@ -219,7 +219,7 @@ def edited_functions(mutant: Mutant) -> frozenset[int] | None:
 
 
 @contextlib.contextmanager
-def ran_functions(package: Path, ran: set[tuple[str, int]]):
+def _ran_functions(package: Path, ran: set[tuple[str, int]]):
     """Note ``(file name, first line)`` of every function of ``package`` that runs. (A trace
     function, not a profile one: it is called as each Python frame starts, where a profile
     function is also called around every call into C, torch's operators included.)"""
@@ -308,7 +308,7 @@ def diagnose(entries: list[Entry], part: int, device) -> str | None:
     with _grading_state_kept():
         # Up to the first request it answers otherwise: a mutant whose edits did not run by
         # then answers that one as the reference does, so it cannot be the student's mistake.
-        with ran_functions(stage.reference / PACKAGE, ran):
+        with _ran_functions(stage.reference / PACKAGE, ran):
             differs = replay(stage.reference, entries, device)
         if differs is None:
             return None

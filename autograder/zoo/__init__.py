@@ -109,8 +109,8 @@ def run(
     ``spread`` (default: every mutant) are graded in every part that can run their changed
     file, so their verdicts check that the parts building on theirs point back to it; the
     others only on the tests of their own part that run their edits (``reach``), where their
-    verdicts check the catch and its diagnosis: the engine's tests grade the zoo so, at a
-    fifth of the cost (half the zoo's mutants reach part 7, whose tests cost most)."""
+    verdicts check the catch and its diagnosis: the engine's tests grade the zoo so, in half
+    the time its tests took (half the zoo's mutants reach part 7, whose tests cost most)."""
     spread = mutants if spread is None else spread
     alone = {m.name: m for m in mutants if m not in spread}
     with tempfile.TemporaryDirectory(prefix="autograder-zoo-") as tmp:

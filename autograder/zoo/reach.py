@@ -10,13 +10,14 @@ run. The zoo's engine tests grade most mutants on these tests alone (``zoo.run``
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from autograder import runner
-from autograder.diagnosis import edited_functions, ran_functions
+from autograder.diagnosis import edited_functions
 from autograder.points import PACKAGE
 from autograder.release import SOLUTIONS
 from autograder.zoo.mutants import Mutant
@@ -24,16 +25,39 @@ from autograder.zoo.mutants import Mutant
 
 class _Recorder:
     """A pytest plugin: per test, the package's functions that ran in its setup, call and
-    teardown, as ``(file name, first line)``."""
+    teardown, as ``(file name, first line)``; apart, those that ran as a module of the package
+    was imported (the first test to import it would otherwise hold them, and every later test
+    uses what they made)."""
 
     def __init__(self, package: Path):
-        self.package = package
+        self.prefix = f"{package}/"
         self.ran: dict[str, set[tuple[str, int]]] = {}
+        self.at_import: set[tuple[str, int]] = set()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
-        with ran_functions(self.package, self.ran.setdefault(item.nodeid, set())):
+        ran = self.ran.setdefault(item.nodeid, set())
+
+        def trace(frame, event, arg):
+            # A trace function, not a profile one: called as each Python frame starts, not
+            # around every call into C (torch's operators). None: no tracing of its lines.
+            code = frame.f_code
+            if event == "call" and code.co_filename.startswith(self.prefix):
+                where = (Path(code.co_filename).name, code.co_firstlineno)
+                outer = frame.f_back
+                while outer is not None and not (
+                    outer.f_code.co_name == "<module>"
+                    and outer.f_code.co_filename.startswith(self.prefix)
+                ):
+                    outer = outer.f_back
+                (ran if outer is None else self.at_import).add(where)
+
+        previous = sys.gettrace()
+        sys.settrace(trace)
+        try:
             return (yield)
+        finally:
+            sys.settrace(previous)
 
 
 class Reach:
@@ -50,13 +74,15 @@ class Reach:
             )
         if not tests or not all(t.passed for t in tests):
             raise RuntimeError("the reference did not pass every graded test")
-        self.ran = recorder.ran
+        self.ran, self.at_import = recorder.ran, recorder.at_import
         self.part = {t.nodeid: t.part for t in tests}
 
     def tests_running(self, mutant: Mutant) -> frozenset[str]:
         """The tests of the mutant's part that run a function its edits lie in (every test
-        of the part, for an edit outside every function)."""
+        of the part, for an edit outside every function or in one that runs at import)."""
         lines = edited_functions(mutant)
+        if lines is not None and any((mutant.file, n) in self.at_import for n in lines):
+            lines = None
         return frozenset(
             test
             for test, part in self.part.items()

@@ -246,7 +246,7 @@ def test_the_tests_needed_are_selected_by_part_or_by_name():
 
 def test_a_mutant_is_graded_on_the_tests_that_run_its_edits():
     """``reach``: a mutant of ``generate`` needs the generation tests, not the loss's; an edit
-    outside every function needs every test of its part."""
+    outside every function, or in one that runs at import, needs every test of its part."""
     found = reach.Reach("cpu")
     generation = found.tests_running(MUTANTS["generate-refeeds-prefix"])
     assert generation and all("model_generation.py" in test for test in generation)
@@ -256,3 +256,7 @@ def test_a_mutant_is_graded_on_the_tests_that_run_its_edits():
         "module", "charlm.py", (("import torch", "import torch\nX = 1"),), 7, "x"
     )
     assert found.tests_running(outside) == everything
+    # A function that ran as its module was imported made what every later test uses.
+    refeeds = MUTANTS["generate-refeeds-prefix"]
+    found.at_import = {(refeeds.file, n) for n in diagnosis.edited_functions(refeeds)}
+    assert found.tests_running(refeeds) == everything
