@@ -106,27 +106,40 @@ def check_in_fresh_process(path: Path | str, part: int) -> tuple[int, str]:
     student's code as it is on disk now: its exit status and output. A notebook's check cells
     run it. On Linux the process forks from a server that imported torch and this module once
     (a check takes a fraction of a second instead of the two a new Python spends importing
-    them); elsewhere (macOS refuses forking after some imports) it is a new Python."""
-    if sys.platform != "linux":
-        command = [sys.executable, "-m", "autograder", "check", str(path)]
-        done = subprocess.run(
-            [*command, "--part", str(part)], capture_output=True, text=True, check=False
-        )
-        return done.returncode, done.stdout + done.stderr
+    them); elsewhere (macOS refuses forking after some imports), or where that process ends
+    without an answer (the student's code ended it), it is a new Python."""
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, EOFError):
+            return _forked_check(str(path), part)
+    command = [sys.executable, "-m", "autograder", "check", str(path)]
+    done = subprocess.run(
+        [*command, "--part", str(part)], capture_output=True, text=True, check=False
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def _forked_check(path: str, part: int) -> tuple[int, str]:
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["torch", __name__])
-    with ProcessPoolExecutor(1, mp_context=context) as fresh:
-        return fresh.submit(_check_captured, str(path), part).result()
+    answer, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_check_into, args=(path, part, sender))
+    process.start()
+    sender.close()
+    try:
+        return answer.recv()  # EOFError: it ended without answering
+    finally:  # interrupted (the student stopped the cell), too: the check ends with it
+        process.kill()
+        process.join()
+        answer.close()
 
 
-def _check_captured(path: str, part: int) -> tuple[int, str]:
+def _check_into(path: str, part: int, sender) -> None:
     output = io.StringIO()
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
         code = check(Path(path), part=part)
-    return code, output.getvalue()
+    sender.send((code, output.getvalue()))
 
 
 def print_rules() -> int:

@@ -10,6 +10,7 @@ import contextlib
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -24,6 +25,7 @@ import torch
 
 from autograder import cli, grade, report
 from autograder.check import TestResult as Outcome
+from autograder.check import check_in_fresh_process
 from autograder.points import PACKAGE, PARTS, TOTAL_POINTS
 from autograder.release import SOLUTIONS
 
@@ -276,6 +278,21 @@ def test_hidden_outcomes_leave_every_visible_field_unchanged(visibility):
     assert {t["visibility"] for t in failing["tests"]} == {"visible", visibility}
     assert "5/8 on the visible tests" in failing["output"]
     assert "Part 2" not in failing["output"]  # hidden tests only: nothing to show
+
+
+def test_a_check_cell_runs_the_check_of_its_part_in_a_fresh_process(tmp_path):
+    """A notebook's check cell (``check_in_fresh_process``): the command's status and output;
+    where the student's code ends the process before it answers, a new Python runs the
+    command, which says what happened."""
+    code, out = check_in_fresh_process(SOLUTIONS.parent, 2)
+    assert code == 0 and re.search(
+        r"^Public tests: (\d+)/\1 points\.$", out, re.MULTILINE
+    ), out
+    assert "Part 2 " in out and "Part 1 " not in out
+    shutil.copytree(SOLUTIONS, tmp_path / PACKAGE)
+    masks = tmp_path / PACKAGE / "masks.py"
+    masks.write_text("import os\n\nos._exit(3)\n" + masks.read_text())
+    assert check_in_fresh_process(tmp_path, 2)[0] == 3
 
 
 def test_check_runs_the_public_tests_in_process(capsys):
