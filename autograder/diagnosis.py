@@ -219,17 +219,34 @@ def edited_functions(mutant: Mutant) -> frozenset[int] | None:
 
 
 @contextlib.contextmanager
-def _ran_functions(package: Path, ran: set[tuple[str, int]]):
-    """Note ``(file name, first line)`` of every function of ``package`` that runs. (A trace
+def ran_functions(
+    package: Path,
+    ran: set[tuple[str, int]],
+    at_import: set[tuple[str, int]] | None = None,
+):
+    """Note ``(file name, first line)`` of every function of ``package`` that runs; those run
+    while a module of the package is being imported go to ``at_import``, where given. (A trace
     function, not a profile one: it is called as each Python frame starts, where a profile
     function is also called around every call into C, torch's operators included.)"""
     prefix = str(package) + "/"
     previous = sys.gettrace()
 
-    def trace(frame, event, arg):
-        if event == "call" and frame.f_code.co_filename.startswith(prefix):
+    def importing(frame) -> bool:
+        while frame is not None:
             code = frame.f_code
-            ran.add((Path(code.co_filename).name, code.co_firstlineno))
+            if code.co_name == "<module>" and code.co_filename.startswith(prefix):
+                return True
+            frame = frame.f_back
+        return False
+
+    def trace(frame, event, arg):
+        code = frame.f_code
+        if event == "call" and code.co_filename.startswith(prefix):
+            where = (Path(code.co_filename).name, code.co_firstlineno)
+            if at_import is not None and importing(frame.f_back):
+                at_import.add(where)
+            else:
+                ran.add(where)
         # None: no tracing of the frame's lines
 
     sys.settrace(trace)
@@ -308,7 +325,7 @@ def diagnose(entries: list[Entry], part: int, device) -> str | None:
     with _grading_state_kept():
         # Up to the first request it answers otherwise: a mutant whose edits did not run by
         # then answers that one as the reference does, so it cannot be the student's mistake.
-        with _ran_functions(stage.reference / PACKAGE, ran):
+        with ran_functions(stage.reference / PACKAGE, ran):
             differs = replay(stage.reference, entries, device)
         if differs is None:
             return None

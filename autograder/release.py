@@ -370,12 +370,13 @@ def record_answers(path: Path, repo: Path = REPO) -> None:
     cached.parent.mkdir(parents=True, exist_ok=True)
     with open(cached.with_suffix(".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released as the file closes
-        if not cached.is_file():
-            _record(path, repo)
-            partial = cached.with_name(f"{cached.name}.{os.getpid()}")
-            partial.write_bytes(path.read_bytes())
-            os.replace(partial, cached)  # whole or not at all
-    path.write_bytes(cached.read_bytes())
+        if cached.is_file():
+            path.write_bytes(cached.read_bytes())
+            return
+        _record(path, repo)
+        partial = cached.with_name(f"{cached.name}.{os.getpid()}")
+        partial.write_bytes(path.read_bytes())
+        os.replace(partial, cached)  # whole or not at all
 
 
 def _answers_cache(repo: Path) -> Path:

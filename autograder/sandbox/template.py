@@ -60,9 +60,8 @@ def template_main(fd: int) -> None:
     """Serve spawn and kill requests until the grading process goes away."""
     # Imported here once, inherited by every worker: what torch.broadcast_shapes needs; the
     # executor; the workers' Limits (the client brings pytest: a tenth of a second per worker
-    # otherwise); and torch._dynamo, which the first request on a second device
-    # (autograder.second_device) and a torch.optim optimizer's first step import: close to a
-    # second of CPU per worker otherwise, and no thread starts with it.
+    # otherwise); and torch._dynamo, which a torch.optim optimizer's first step imports: close
+    # to a second of CPU per worker otherwise, and no thread starts with it.
     import torch._dynamo
     import torch.fx.experimental.symbolic_shapes  # noqa: F401
 

@@ -10,14 +10,13 @@ run. The zoo's engine tests grade most mutants on these tests alone (``zoo.run``
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from autograder import runner
-from autograder.diagnosis import edited_functions
+from autograder.diagnosis import edited_functions, ran_functions
 from autograder.points import PACKAGE
 from autograder.release import SOLUTIONS
 from autograder.zoo.mutants import Mutant
@@ -30,34 +29,15 @@ class _Recorder:
     uses what they made)."""
 
     def __init__(self, package: Path):
-        self.prefix = f"{package}/"
+        self.package = package
         self.ran: dict[str, set[tuple[str, int]]] = {}
         self.at_import: set[tuple[str, int]] = set()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
         ran = self.ran.setdefault(item.nodeid, set())
-
-        def trace(frame, event, arg):
-            # A trace function, not a profile one: called as each Python frame starts, not
-            # around every call into C (torch's operators). None: no tracing of its lines.
-            code = frame.f_code
-            if event == "call" and code.co_filename.startswith(self.prefix):
-                where = (Path(code.co_filename).name, code.co_firstlineno)
-                outer = frame.f_back
-                while outer is not None and not (
-                    outer.f_code.co_name == "<module>"
-                    and outer.f_code.co_filename.startswith(self.prefix)
-                ):
-                    outer = outer.f_back
-                (ran if outer is None else self.at_import).add(where)
-
-        previous = sys.gettrace()
-        sys.settrace(trace)
-        try:
+        with ran_functions(self.package, ran, self.at_import):
             return (yield)
-        finally:
-            sys.settrace(previous)
 
 
 class Reach:
