@@ -4,7 +4,7 @@ Forbidden library calls (SPEC.md) are caught where every route meets, at run tim
 (``autograder.tripwire``), which charges them to the student file and line that made them. The
 reader's work is what that watch cannot see, read as an allow-list: the modules a file may import
 (``IMPORTABLE``, some only for a few names, ``LIMITED``), library objects reached only by public
-names, and the facilities that run code where the watch does not follow or could switch it off
+names, and the facilities that run code out of the grader's sight or could take the watch out
 (``OFF_LIMITS``, the builtins in ``BUILTINS_OFF``). It does not resolve aliases: names are judged
 as written, and a library object can only be reached through names. Beside it the reader names a
 forbidden call written out (``torch.softmax(x)``, ``x.softmax()``), so that ``autograder check``,
@@ -121,8 +121,8 @@ class Reason(NamedTuple):
 
 THREADS = Reason(
     why=(
-        "code on another thread, in a signal handler or an async task runs where the watch of "
-        "forbidden calls does not follow"
+        "code on another thread, in a signal handler or an async task outlives the call that "
+        "started it, beyond the grader's time limits and its reports of where a call hung"
     ),
     instead="compute in the calling thread",
 )
@@ -135,16 +135,16 @@ FRAMES = Reason(
 )
 FROM_TEXT = Reason(
     why=(
-        "code made from text or compiled (eval, TorchScript, torch.compile, pickles) runs outside "
-        "the watch of forbidden calls"
+        "code made from text or compiled (eval, TorchScript, torch.compile, pickles) has no "
+        "file and line of yours, to which the watch of forbidden calls charges what it sees"
     ),
     instead="write the code out in plain Python",
 )
 INSIDE = Reason(
     why=(
         "torch runs this code inside its own calls (dispatch hooks, `__torch_function__`, custom "
-        "operators, tensor and autograd hooks, element-wise Python maps), where the watch of "
-        "forbidden calls is off, or it switches the watch off"
+        "operators, tensor and autograd hooks, element-wise Python maps), or it changes which "
+        "kernels torch's operators run, where the watch of forbidden calls sits"
     ),
     instead="compute in your own functions, on plain tensors",
 )
@@ -194,6 +194,7 @@ OFF_LIMITS = (
         {
             "overrides",
             "library",
+            "decompose",
             "cond",
             "while_loop",
             "graph",

@@ -1,43 +1,46 @@
 """Forbidden calls caught at run time, inside the sandboxed worker.
 
-The watch is a ``TorchFunctionMode``: torch hands it every call of its Python API, whatever
-route reached it (an alias, a computed ``getattr``, ``operator.methodcaller``, a method read off
-``torch._C.TensorBase``, ``torch.ops.aten._softmax``, a library class or distribution calling
-one inside), so no route needs a name the static scan knows. A call whose function belongs to a
-forbidden family (``autograder.forbidden.FAMILY_WORDS``) is charged by walking outward from it
-to the nearest student frame whose file forbids that family: library frames and student files
-that allow it pass through, so ``Categorical(logits=x)`` in attention.py costs part 1, and a
-masks.py helper called from heads.py costs part 3. Calls made inside a watched call (``F.softmax``
-calling ``Tensor.softmax``) run below the mode and are that call's business.
+The watch sits in torch's operator dispatcher: every operator of a forbidden family
+(``aten::_softmax``, ``aten::native_layer_norm``, ``aten::scaled_dot_product_attention``...)
+gets a kernel of ours in front of torch's own (``torch.library``), for each device torch has
+kernels for and for the operators torch composes from others. Every Python route ends in the
+dispatcher: an alias, a computed ``getattr``, ``operator.methodcaller``, a method read off
+``torch._C.TensorBase``, ``torch.ops.aten._softmax``, TorchScript, ``vmap``, a library class or
+distribution calling one inside, another thread, ``torch.inference_mode``. Every other operator
+runs as it did, at no cost: only the forbidden ones pass through Python. The few functions of
+the families that torch writes in Python from other operators
+(``torch.nn.functional.local_response_norm``) are wrapped where they are looked up.
 
-A mode lives in its thread's state, so the watch follows threads: every thread started after
-``install`` enters it first. What the reader keeps out (``torch.overrides``, ``torch._C``,
-``torch.DisableTorchFunction``, a subclass's ``__torch_function__``, TorchScript from text,
-frames) is what could pop it or run below it.
+A call is charged by walking outward from it to the nearest student frame whose file forbids
+that family: library frames and student files that allow it pass through, so
+``Categorical(logits=x)`` in attention.py costs part 1, and a masks.py helper called from
+heads.py costs part 3. Operators that a watched operator runs inside (``aten::softmax`` running
+``aten::_softmax``) are that operator's business unless they belong to another family.
 
 Each record leaves the worker as it is made (``watch``'s ``report``: a message on the worker's
 socket) and again with every reply; a record emptied from the worker's memory later was
 already sent. The grader also probes the watch (``probe``): forbidden calls made as if from
 student files, in the worker's thread and in a new one, which must come back as violations.
+What could take a kernel of ours out (``torch.library``, ``torch._C``, frames and closures) is
+what the reader keeps out of student files.
 """
 
 from __future__ import annotations
 
-import _thread
 import ast
 import importlib
 import os
 import sys
 import threading
+import warnings
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from autograder.forbidden import FAMILY_WORDS, RULES
 from autograder.points import MODULES, PACKAGE
 
 #: What the probe calls, one per line from the probe's first line: (file, code). The last runs
-#: in a thread of its own, which the watch must follow.
+#: in a thread of its own, which the watch must see too.
 PROBE_CALLS = (
     ("attention.py", "torch.softmax(t, 0)"),
     ("attention.py", "t.log_softmax(0)"),
@@ -54,49 +57,99 @@ PROBE_CALLS = (
 found: list[tuple[str, int, str]] = []
 
 _FAMILIES = tuple(FAMILY_WORDS)
-#: How the feedback names a function by its ``__module__``: where a student would find it
-#: (a tensor method has none).
-_LABELS = {
-    None: "torch.Tensor",
-    "torch._C._special": "torch.special",
-    "torch._ops.aten": "torch.ops.aten",
-}
+#: The devices whose kernels are watched: those this build of torch has.
+_DEVICE_KEYS = tuple(
+    key
+    for key, built in (
+        ("CPU", True),
+        ("CUDA", torch.backends.cuda.is_built()),
+        ("MPS", torch.backends.mps.is_built()),
+    )
+    if built
+)
+#: Kernels that stand for every device without one of its own.
+_FOR_EVERY_DEVICE = (
+    "CompositeExplicitAutograd",
+    "CompositeExplicitAutogradNonFunctional",
+)
+#: Functions of the families that torch writes in Python from operators of no family:
+#: (module, attribute, how the feedback names it).
+_WRITTEN_IN_PYTHON = (
+    (
+        "torch.nn.functional",
+        "local_response_norm",
+        "torch.nn.functional.local_response_norm",
+    ),
+    (
+        "torch.nn.modules.normalization",
+        "CrossMapLRN2d.forward",
+        "torch.nn.CrossMapLRN2d",
+    ),
+)
 
 
-def _families_of(func) -> tuple[int, ...]:
-    """Which forbidden families (indices into ``_FAMILIES``) ``func`` belongs to."""
-    name = str(getattr(func, "__name__", "")).split(".")[0]
+def _families_of(name: str) -> frozenset[int]:
+    """Which forbidden families (indices into ``_FAMILIES``) an operator or function named
+    ``name`` belongs to."""
     lower = name.lower()
     if "backward" in lower:  # the gradient of a forward already judged
-        return ()
-    return tuple(
+        return frozenset()
+    return frozenset(
         i
         for i, family in enumerate(_FAMILIES)
         if name in family or any(word in lower for word in FAMILY_WORDS[family])
     )
 
 
-def _label(func) -> str:
-    name = str(getattr(func, "__name__", "?")).split(".")[0]
-    module = getattr(func, "__module__", None)
-    return f"{_LABELS.get(module, module)}.{name}"
+def _operators():
+    """``(namespace, name.overload, families)`` of each dispatcher operator of a family."""
+    for qualified in torch._C._dispatch_get_all_op_names():
+        namespace, _, name = qualified.partition("::")
+        families = _families_of(name.split(".")[0])
+        if families:
+            yield namespace, name, families
+
+
+def _placements(qualified: str) -> list[tuple[str, str]]:
+    """Where a kernel of ours goes for operator ``qualified``, and where torch's own is read:
+    ``(key registered at, key the original is read at)``. A device's own kernel, or one for
+    every device, is wrapped per device; an operator torch composes from others
+    (``CompositeImplicitAutograd``: it runs above autograd, so its parts keep their
+    gradients) is wrapped there, once for every device."""
+
+    def has(key: str) -> bool:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key)
+
+    every_device = any(map(has, _FOR_EVERY_DEVICE))
+    own = [(key, key) for key in _DEVICE_KEYS if has(key) or every_device]
+    if has("CompositeImplicitAutograd"):
+        composed = [key for key in _DEVICE_KEYS if not has(key)]
+        own += [("CompositeImplicitAutograd", composed[0])] if composed else []
+    return own
+
+
+class _Inside(threading.local):
+    """The families of the watched operators this thread is inside of."""
+
+    families: frozenset[int] = frozenset()
 
 
 def _make_watch(record_to: list):
-    """The watch: its state lives in these closures and the mode, nowhere else."""
+    """The watch: its state lives in these closures and torch's dispatcher, nowhere else."""
     files: dict[str, frozenset[int]] = {}  # absolute student path -> families forbidden
     seen: set[tuple[str, int, str]] = set()
-    families: dict[object, tuple[int, ...]] = {}  # memo per function
     reporter: list = [None]
+    inside = _Inside()
+    kept: list = []  # the libraries holding our kernels: torch drops a kernel with its library
     getframe, basename = sys._getframe, os.path.basename
 
-    def charge(func, found_in: tuple[int, ...]) -> None:
+    def charge(label: str, found_in: frozenset[int]) -> None:
         frame = getframe(2)
         while frame is not None:
             code = frame.f_code
             forbids = files.get(code.co_filename)
             if forbids is not None and not forbids.isdisjoint(found_in):
-                key = (basename(code.co_filename), frame.f_lineno or 0, _label(func))
+                key = (basename(code.co_filename), frame.f_lineno or 0, label)
                 if key not in seen:
                     seen.add(key)
                     record_to.append(key)
@@ -105,66 +158,83 @@ def _make_watch(record_to: list):
                 return
             frame = frame.f_back
 
-    class Watch(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
+    def kernel(original, label: str, found_in: frozenset[int]):
+        """Torch's kernel ``original`` with the charge in front."""
+
+        def watched(keyset, *args, **kwargs):
+            outer = inside.families
+            if not files or found_in <= outer:
+                return original.call_boxed(keyset, *args, **kwargs)
+            charge(label, found_in)
+            inside.families = outer | found_in
             try:
-                found_in = families[func]
-            except KeyError:
-                found_in = families[func] = _families_of(func)
-            except TypeError:  # not hashable
-                found_in = _families_of(func)
-            if found_in and files:
-                charge(func, found_in)
-            return func(*args, **(kwargs or {}))
+                return original.call_boxed(keyset, *args, **kwargs)
+            finally:
+                inside.families = outer
 
-    def watched(function):
-        def run(*args, **kwargs):
-            if not files:
-                return function(*args, **kwargs)
-            with Watch():
-                return function(*args, **kwargs)
+        return watched
 
-        return run
+    def function(original, label: str, found_in: frozenset[int]):
+        """A function written in Python, with the charge in front."""
 
-    def follow_threads() -> None:
-        """Every thread started from now on runs under the watch while it watches."""
-        for module in (_thread, threading):
-            for name in ("start_new_thread", "start_new", "_start_new_thread"):
-                original = getattr(module, name, None)
-                if original is not None:
-                    setattr(module, name, _starting(original, watched))
+        def watched(*args, **kwargs):
+            if files:
+                charge(label, found_in)
+            return original(*args, **kwargs)
+
+        return watched
+
+    def install() -> None:
+        if kept:
+            return
+        libraries: dict[str, torch.library.Library] = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter(
+                "ignore"
+            )  # "Overriding a previously registered kernel"
+            for namespace, name, found_in in _operators():
+                label = f"{namespace}::{name.split('.')[0]}"
+                for key, read_at in _placements(f"{namespace}::{name}"):
+                    original = torch.library.get_kernel(f"{namespace}::{name}", read_at)
+                    if namespace not in libraries:
+                        libraries[namespace] = torch.library.Library(namespace, "IMPL")
+                    libraries[namespace].impl(
+                        name, kernel(original, label, found_in), key, with_keyset=True
+                    )
+        for module_name, attribute, label in _WRITTEN_IN_PYTHON:
+            owner = importlib.import_module(module_name)
+            *path, last = attribute.split(".")
+            for step in path:
+                owner = getattr(owner, step)
+            found_in = _families_of(label.rsplit(".", 1)[-1])
+            setattr(owner, last, function(getattr(owner, last), label, found_in))
+        kept.extend(libraries.values())
 
     def watch(package_dir: str, report=None) -> None:
         if files:
             raise RuntimeError("the watch is set once per process")
+        install()
         for filename, names in RULES.items():
             files[os.path.join(package_dir, filename)] = frozenset(
                 i for i, family in enumerate(_FAMILIES) if family <= names
             )
         reporter[0] = report
-        Watch().__enter__()  # for the rest of this thread's life
 
-    return follow_threads, watch
-
-
-def _starting(original, watched):
-    def start(function, *args, **kwargs):
-        return original(watched(function), *args, **kwargs)
-
-    return start
+    return install, watch
 
 
-_follow_threads, _watch = _make_watch(found)
+_install, _watch = _make_watch(found)
 
 
 def install() -> None:
-    """Make threads follow the watch (in the worker template, before any student import)."""
-    _follow_threads()
+    """Put the watch's kernels in front of torch's (in the worker template, before any
+    student import): they charge nothing until ``watch``."""
+    _install()
 
 
 def watch(package_dir: str, report=None) -> None:
-    """Start charging calls to the student files under ``package_dir``, in this thread and
-    every thread started from now on; ``report(record)`` sends each new record at once."""
+    """Start charging calls to the student files under ``package_dir``, in every thread;
+    ``report(record)`` sends each new record at once."""
     _watch(package_dir, report)
 
 

@@ -248,7 +248,7 @@ def test_a_forbidden_call_made_at_run_time_is_reported(tmp_path):
         hw.call("attention.softmax", torch.randn(2, 2))
         (found,) = hw.runtime_violations()
     assert found.file == "attention.py" and found.part == 1
-    assert "torch.softmax (called at run time)" in found.describe()
+    assert "aten::softmax (called at run time)" in found.describe()
 
 
 def test_prints_do_not_disturb_the_protocol(tmp_path):

@@ -57,6 +57,15 @@ CHARGED = [
     ("attention.py", "torch.ops.aten._softmax.default(x, -1, False)"),
     ("attention.py", "torch.vmap(lambda r: r.softmax(-1))(x)"),
     ("norm.py", "torch.ops.aten.native_layer_norm(x, (4,), None, None, 1e-5)[0]"),
+    ("attention.py", "torch.special.log_softmax(x, -1)"),
+    ("attention.py", "torch.nn.functional.cross_entropy(x, x.softmax(1))"),
+    ("attention.py", "torch.inference_mode()(lambda: torch.softmax(x, -1))()"),
+    ("attention.py", "torch.jit.script(scripted_softmax)(x)"),
+    ("attention.py", "torch.nn.functional.gumbel_softmax(x)"),
+    ("norm.py", "torch.nn.functional.local_response_norm(x, 2)"),
+    ("norm.py", "torch.nn.LocalResponseNorm(2)(x)"),
+    ("norm.py", "torch.nn.CrossMapLRN2d(2)(x[None])"),
+    ("norm.py", "torch.rms_norm(x.detach(), (4,))"),
     # Another thread: the watch follows it.
     ("attention.py", "in_thread(lambda: torch.softmax(x, -1))"),
     ("heads.py", "in_pool(lambda: x.log_softmax(-1))"),
@@ -80,6 +89,10 @@ def in_thread(f):
     t.start()
     t.join()
     return out[0]
+
+
+def scripted_softmax(y: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(y, -1)
 
 
 def in_pool(f):
@@ -185,7 +198,7 @@ def test_a_record_leaves_as_it_is_made_so_emptying_the_workers_list_loses_nothin
     )
     sent, kept = json.loads(done.stdout.splitlines()[-1])
     assert kept == []
-    assert sent == [["attention.py", 3, "torch.softmax"]]
+    assert sent == [["attention.py", 3, "aten::softmax"]]
 
 
 SET_TWICE = """
