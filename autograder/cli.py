@@ -33,7 +33,8 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
 def cmd_grade(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from autograder import grade
+    from autograder import batch as batch_grading
+    from autograder import grade, intake
 
     console = Console(file=sys.stdout)
     out = Path(args.out)
@@ -48,13 +49,11 @@ def cmd_grade(args: argparse.Namespace) -> int:
         if len(args.paths) != 1:
             console.print("[red]--single grades one upload: give one path[/]")
             return 2
-        source, problem = grade.find_upload(Path(args.paths[0]))
-        found = [(grade.clean_name(args.single), source)]
+        source, problem = intake.find_upload(Path(args.paths[0]))
+        found = [(intake.clean_name(args.single), source)]
         problems = {found[0][0]: problem} if problem else {}
     else:
-        from autograder import intake
-
-        found = grade.unique_names(intake.find([Path(p) for p in args.paths]))
+        found = intake.find([Path(p) for p in args.paths])
         problems = {}
         if not found:
             console.print(f"[red]no submissions found in {' '.join(args.paths)}[/]")
@@ -82,7 +81,17 @@ def cmd_grade(args: argparse.Namespace) -> int:
         hidden_visibility=args.hidden_visibility,
     )
     try:
-        failed = _grade_batch(console, out, found, problems, settings, args, batch)
+        failed = batch_grading.grade_batch(
+            console,
+            out,
+            found,
+            problems,
+            settings,
+            jobs=args.jobs,
+            force=args.force,
+            shard=args.shard,
+            batch=batch,
+        )
     except KeyboardInterrupt:
         console.print(
             "[yellow]interrupted: what was graded is kept; run again to go on[/]"
@@ -92,81 +101,6 @@ def cmd_grade(args: argparse.Namespace) -> int:
         if args.results:
             _copy_results(out / found[0][0], Path(args.results))
     return 1 if failed else 0
-
-
-def _grade_batch(
-    console, out: Path, found, problems: dict[str, str], settings, args, batch=None
-) -> int:
-    """Grade what changed since its last grade; write grades, gradebook and class report; the
-    number of submissions the grader failed on. With ``--shard``, ``found`` is the shard's
-    part of the names in ``batch``: its grades and manifest only, for ``merge``."""
-    from autograder import classreport, grade, report, safe_text, sandbox
-    from autograder.progress import BatchProgress
-
-    console.print("[bold]protections in force:[/] " + "; ".join(sandbox.protections()))
-    suite = grade.suite_digest(settings)
-    names = [n for n, _ in found]
-    if args.shard:
-        from autograder import shards
-
-        shards.write_manifest(out, args.shard, suite, batch, names)
-    digests, todo = {}, []
-    for name, source in found:
-        if name in problems:  # nothing to grade: the upload itself is the problem
-            graded = grade.Graded(name, [], [problems[name]])
-            report.write_submission(out, graded, settings.hidden_visibility, {})
-            console.print(safe_text.plain(f"{name}: {problems[name]}"), markup=False)
-            continue
-        try:
-            digests[name] = {
-                "submission_sha256": grade.submission_digest(name, source),
-                "suite_sha256": suite,
-            }
-        except Exception:  # noqa: BLE001 - grade_one reports it as the submission's problem
-            digests[name] = {}
-        if args.force or not report.is_current(out, name, digests[name]):
-            todo.append((name, source))
-    if len(todo) < len(found) - len(problems):
-        skipped = len(found) - len(problems) - len(todo)
-        console.print(
-            f"{skipped} unchanged since graded (same files, same suite): kept; --force regrades"
-        )
-    failed = 0
-    try:
-        with BatchProgress(console, len(todo)) as progress:
-            for name, graded in grade.grade_many(
-                todo, settings, args.jobs, progress.grading
-            ):
-                report.write_submission(
-                    out, graded, settings.hidden_visibility, digests[name]
-                )
-                if graded.failed:
-                    failed += 1
-                    console.print(
-                        safe_text.plain(f"{name}: the grader failed: {graded.detail}"),
-                        style="red",
-                        markup=False,
-                    )
-                if not args.shard:  # a shard's gradebook is merge's to write
-                    report.write_gradebook(out, names)
-                progress.finished(name, sum(report.part_scores(graded.tests).values()))
-    finally:
-        if not args.shard:
-            rows = report.write_gradebook(out, names)
-            summary = classreport.summarize(out, names, rows)
-            classreport.write_report(out, summary)
-    if args.shard:
-        console.print(
-            f"shard {args.shard}: {len(names)} of the batch's {len(batch)} submissions, "
-            f"results in {out}/<name>/results.json; autograder merge makes the gradebook"
-        )
-        return failed
-    console.print(classreport.summary_table(summary))
-    console.print(
-        f"results in {out}/<name>/results.json, gradebook in {out / report.GRADEBOOK}, "
-        f"class report in {out / classreport.REPORT}"
-    )
-    return failed
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -181,7 +115,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     except shards.ShardError as exc:
         console.print(f"autograder merge: {exc}", style="red", markup=False)
         return 2
-    rows = report.write_gradebook(out, names)
+    rows = report.write_gradebook(out, report.read_rows(out, names))
     summary = classreport.summarize(out, names, rows)
     classreport.write_report(out, summary)
     console.print(classreport.summary_table(summary))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import queue
-import re
 import tempfile
 import threading
 import time
@@ -34,13 +33,10 @@ __all__ = [
     "Graded",
     "Settings",
     "TestResult",
-    "clean_name",
-    "find_upload",
     "grade_many",
     "grade_one",
     "submission_digest",
     "suite_digest",
-    "unique_names",
 ]
 
 
@@ -221,83 +217,6 @@ def submission_digest(name: str, source: Path) -> str:
             digest.update(hashlib.sha256(path.read_bytes()).digest())
         digest.update("\n".join(staged.problems).encode())
     return digest.hexdigest()
-
-
-# Which submissions ------------------------------------------------------------------------------
-
-#: Names the output folder already uses for the batch's own files.
-RESERVED = frozenset({"gradebook.csv", "report.html"})
-
-
-def clean_name(name: str) -> str:
-    """A name that is safe as one folder's name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "submission"
-
-
-def unique_names(found: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
-    """Give every submission an output folder of its own: a name already taken (by any other
-    submission of the batch, also one renamed earlier, ignoring case) gets the first free
-    ``-2``, ``-3``, ... suffix."""
-    taken = {name.casefold() for name, _ in found} | set(RESERVED)
-    seen: set[str] = set()
-    out = []
-    for name, path in found:
-        clean = clean_name(name)
-        if clean.casefold() in seen or clean.casefold() in RESERVED:
-            number = 2
-            while f"{clean}-{number}".casefold() in taken | seen:
-                number += 1
-            clean = f"{clean}-{number}"
-        seen.add(clean.casefold())
-        out.append((clean, path))
-    return out
-
-
-UPLOAD_HINT = (
-    f"upload your {PACKAGE}/ folder (or just its files: "
-    + ", ".join(intake.EXPECTED)
-    + "), alone or in one zip"
-)
-
-
-def find_upload(path: Path, depth: int = 4) -> tuple[Path | None, str | None]:
-    """The one package in an upload (Gradescope's ``submission/``), whatever its shape: the
-    folder that holds the module files (the package up to three folders down, as AUTOGRADER.md
-    allows: its files are at most ``depth`` down) or a zip. ``(None, problem)`` when there is
-    none or more than one."""
-    path = Path(path)
-    if path.is_file():
-        return (
-            (path, None)
-            if path.suffix == ".zip"
-            else (None, f"nothing to grade: {UPLOAD_HINT}")
-        )
-    candidates = sorted(_candidates(path, depth))
-    if not candidates:
-        return None, f"nothing to grade was found in the upload: {UPLOAD_HINT}"
-    if len(candidates) > 1:
-        listed = ", ".join(str(c.relative_to(path)) or "." for c in candidates)
-        return None, (
-            f"the upload holds {len(candidates)} candidate packages ({listed}), so none was "
-            f"graded: {UPLOAD_HINT}"
-        )
-    return candidates[0], None
-
-
-def _candidates(folder: Path, depth: int) -> list[Path]:
-    found = []
-    if any((folder / f).is_file() for f in intake.EXPECTED):
-        found.append(folder)
-    if depth == 0:
-        return found
-    for child in folder.iterdir():
-        if child.name.startswith((".", "__")) or child.is_symlink():
-            continue
-        if child.is_dir():
-            found += _candidates(child, depth - 1)
-        elif child.suffix == ".zip" and child.is_file():
-            found.append(child)
-    return found
 
 
 # A pool of grading processes -------------------------------------------------------------------

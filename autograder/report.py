@@ -266,6 +266,14 @@ def gradebook_row(out: Path, name: str) -> dict[str, str | int] | None:
     """A gradebook row from a finished ``results.json`` (``None`` when there is none)."""
     try:
         results = json.loads((out / name / RESULTS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return row_of(name, results)
+
+
+def row_of(name: str, results: dict) -> dict[str, str | int] | None:
+    """The gradebook row of ``results`` (a ``results.json`` read), ``None`` when malformed."""
+    try:
         parts = dict.fromkeys(PARTS, 0)
         for t in results["tests"]:
             parts[int(str(t["number"]).split(".")[0])] += t["score"]
@@ -275,11 +283,16 @@ def gradebook_row(out: Path, name: str) -> dict[str, str | int] | None:
             "max_score": results["max_score"],
         }
         troubles = read_findings(results).troubles()
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
     return (
         row | {f"part{k}": parts[k] for k in PARTS} | {"problems": "; ".join(troubles)}
     )
+
+
+def read_rows(out: Path, names: list[str]) -> list[dict]:
+    """The gradebook rows of ``names`` that have a finished ``results.json`` in ``out``."""
+    return [row for name in names if (row := gradebook_row(out, name))]
 
 
 def read_findings(results: dict) -> findings.Findings:
@@ -297,8 +310,9 @@ GRADEBOOK_FIELDS = [
 ]
 
 
-def write_gradebook(out: Path, names: list[str]) -> list[dict]:
-    rows = [row for name in sorted(names) if (row := gradebook_row(out, name))]
+def write_gradebook(out: Path, rows: list[dict]) -> list[dict]:
+    """``gradebook.csv`` from ``rows``, by name; the rows in that order."""
+    rows = sorted(rows, key=lambda row: row["name"])
     private_dir(out)
     buffer = io.StringIO()
     fields = GRADEBOOK_FIELDS

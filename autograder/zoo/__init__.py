@@ -120,7 +120,9 @@ def run(
         grade_beside_reference(
             out, batch, settings_for(out, tmp, device, isolate), jobs, alone
         )
-    report.write_gradebook(out, [REFERENCE, *(m.name for m in mutants)])
+    report.write_gradebook(
+        out, report.read_rows(out, [REFERENCE, *(m.name for m in mutants)])
+    )
     score = report.gradebook_row(out, REFERENCE)["score"]
     return [judge(m, out) for m in mutants], score
 

@@ -122,7 +122,7 @@ def write_batch(out: Path) -> list[str]:
 
 def test_the_summary_the_report_and_the_gradebook_say_the_same(tmp_path):
     names = write_batch(tmp_path)
-    rows = report.write_gradebook(tmp_path, names)
+    rows = report.write_gradebook(tmp_path, report.read_rows(tmp_path, names))
     summary = classreport.summarize(tmp_path, names, rows)
     page = classreport.report_html(summary)
     terminal = Console(file=io.StringIO(), width=1000, color_system=None)

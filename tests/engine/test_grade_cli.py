@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import cli, grade, report
+from autograder import cli, grade, intake, report
 from autograder.check import TestResult as Outcome
 from autograder.check import check_in_fresh_process
 from autograder.points import PACKAGE, PARTS, TOTAL_POINTS
@@ -227,7 +227,7 @@ def test_every_submission_gets_a_folder_of_its_own():
         ("report.html", Path("5")),
         ("x y", Path("6")),
     ]
-    names = [name for name, _ in grade.unique_names(found)]
+    names = [name for name, _ in intake.unique_names(found)]
     assert len({n.casefold() for n in names}) == len(names)
     assert names[0] == "a" and names[2] == "a-2" and "report.html" not in names
     assert names[5] == "x_y"
@@ -325,19 +325,19 @@ def test_the_one_package_of_an_upload_is_found_whatever_its_shape(tmp_path):
         return root
 
     bare = upload("attention.py", "masks.py", "notes.txt")
-    assert grade.find_upload(bare) == (bare, None)
+    assert intake.find_upload(bare) == (bare, None)
     deep = upload(
         "a/b/transformer_hw/attention.py", "a/notes/x.md", "__MACOSX/attention.py"
     )
-    assert grade.find_upload(deep) == (deep / "a" / "b" / "transformer_hw", None)
+    assert intake.find_upload(deep) == (deep / "a" / "b" / "transformer_hw", None)
     zipped = upload("hw.zip", "readme.md")
-    assert grade.find_upload(zipped) == (zipped / "hw.zip", None)
+    assert intake.find_upload(zipped) == (zipped / "hw.zip", None)
     three_down = upload("a/b/c/transformer_hw/attention.py")
-    assert grade.find_upload(three_down)[0] == three_down / "a/b/c/transformer_hw"
+    assert intake.find_upload(three_down)[0] == three_down / "a/b/c/transformer_hw"
     too_deep = upload("a/b/c/d/transformer_hw/attention.py")
-    source, problem = grade.find_upload(too_deep)
+    source, problem = intake.find_upload(too_deep)
     assert source is None and "nothing to grade" in problem
-    source, problem = grade.find_upload(upload("x/attention.py", "y.zip"))
+    source, problem = intake.find_upload(upload("x/attention.py", "y.zip"))
     assert source is None and "2 candidate packages (x, y.zip)" in problem
 
 
