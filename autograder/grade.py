@@ -140,7 +140,9 @@ def _new_session(settings: Settings) -> SuiteSession:
     limits = sandbox.Limits(hidden=list(settings.hidden_paths))
     if settings.call_timeout is not None:
         limits.call_timeout = settings.call_timeout
-        limits.submission_timeout = max(480.0, 8 * settings.call_timeout)
+        limits.submission_timeout = max(
+            limits.submission_timeout, 8 * settings.call_timeout
+        )
     plugins = [sandbox.LimitsPlugin(limits), _PartProgress()]
     return SuiteSession(["--isolate", *args], plugins)
 

@@ -67,3 +67,39 @@ def test_a_circle_is_found(tmp_path):
         "autograder.b": {"autograder.a"},
     }
     assert set(circle(graph)) == {"autograder.a", "autograder.b"}
+
+
+#: The engine's rows from the bottom up, as docs/DESIGN.md draws them ("The engine's
+#: modules"): a module imports from its own row and the rows above it. A module is placed by
+#: its own name, else its package's.
+ROWS = (
+    ("points", "protocol", "safe_text", "shipped_tests", "findings", "progress"),
+    ("forbidden", "intake", "runner", "release", "zoo.mutants", "nbgrader.notebook"),
+    ("sandbox", "executor", "tripwire", "second_device"),
+    ("plugin", "grade", "diagnosis"),
+    ("report", "classreport", "gradescope", "shards"),
+    ("batch", "nbgrader", "zoo"),
+    ("cli", "check", "__main__"),
+)
+
+
+def row_of(module: str) -> int:
+    parts = module.split(".")[1:]
+    for depth in range(len(parts), 0, -1):
+        name = ".".join(parts[:depth])
+        for number, row in enumerate(ROWS):
+            if name in row:
+                return number
+    return -1  # the package autograder itself
+
+
+def test_each_module_imports_from_its_row_or_above():
+    graph = engine_imports()
+    assert all(row_of(m) >= 0 for m in graph if m != "autograder"), "a module in no row"
+    below = sorted(
+        f"{m} imports {d}"
+        for m, deps in graph.items()
+        for d in deps
+        if row_of(d) > row_of(m)
+    )
+    assert below == []

@@ -360,7 +360,7 @@ def test_answers_are_recorded_again_only_when_what_they_depend_on_changed(
         runs.append(path)
         path.write_bytes(b"answers %d" % len(runs))
 
-    monkeypatch.setattr(release, "_record", record)
+    monkeypatch.setattr(release.handout, "_record", record)
     first, second, third = (tmp_path / f"{n}.pt" for n in ("first", "second", "third"))
     release.record_answers(first, repo)
     release.record_answers(second, repo)
