@@ -128,23 +128,27 @@ def _grader_events(settings: Settings) -> list[str]:
 
 
 def _new_session(settings: Settings) -> SuiteSession:
-    args = ["--device", settings.device]
+    """The suite collected for ``settings``."""
+    if settings.isolate:
+        from autograder import sandbox
+
+        # It boots while this process imports torch and collects.
+        sandbox.start_template(gpu=settings.device.startswith("cuda"))
+    return SuiteSession(_suite_args(settings), [_PartProgress()])
+
+
+def _suite_args(settings: Settings) -> list[str]:
+    """``settings`` as the suite's options: the one route by which they reach its ``hw``
+    fixture (``autograder.plugin``)."""
+    args = ["--isolate"] if settings.isolate else []
+    args += ["--device", settings.device]
     if settings.keyword:
         args += ["-k", settings.keyword]
-    if not settings.isolate:
-        return SuiteSession(args, [_PartProgress()])
-    from autograder import sandbox
-
-    # It boots while this process imports torch and collects.
-    sandbox.start_template(gpu=settings.device.startswith("cuda"))
-    limits = sandbox.Limits(hidden=list(settings.hidden_paths))
-    if settings.call_timeout is not None:
-        limits.call_timeout = settings.call_timeout
-        limits.submission_timeout = max(
-            limits.submission_timeout, 8 * settings.call_timeout
-        )
-    plugins = [sandbox.LimitsPlugin(limits), _PartProgress()]
-    return SuiteSession(["--isolate", *args], plugins)
+    if settings.isolate:
+        args += [f"--hide={path}" for path in settings.hidden_paths]
+        if settings.call_timeout is not None:
+            args += ["--call-timeout", str(settings.call_timeout)]
+    return args
 
 
 # What this process is grading ------------------------------------------------------------------

@@ -84,6 +84,19 @@ def pytest_addoption(parser):
         action="store_true",
         help="run the student code in the sandboxed worker, as `autograder grade` does",
     )
+    group.addoption(
+        "--call-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="with --isolate: seconds per call into student code (default: the sandbox's)",
+    )
+    group.addoption(
+        "--hide",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="with --isolate: a path the student code must not see (repeatable)",
+    )
 
 
 def pytest_configure(config):
@@ -205,9 +218,10 @@ def hw(request, device):
     if not (root / PACKAGE).is_dir():
         raise pytest.UsageError(f"--submission {root}: no {PACKAGE}/ folder there")
     if request.config.getoption("--isolate"):
-        from autograder.sandbox import LIMITS_KEY, IsolatedSubmission
+        from autograder.sandbox import IsolatedSubmission, limits_for
 
-        limits = request.config.stash.get(LIMITS_KEY, None)
+        option = request.config.getoption
+        limits = limits_for(option("--call-timeout"), option("--hide"))
         submission = IsolatedSubmission(root, device, limits)
     else:
         submission = InProcessSubmission(root, device)

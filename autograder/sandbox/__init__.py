@@ -18,19 +18,17 @@ from importlib import import_module
 #: The face: each name and where behind it it lives.
 _FACE = {
     "BROKE_PROTOCOL": ("client", "BROKE_PROTOCOL"),
-    "LIMITS_KEY": ("client", "LIMITS_KEY"),
     "IsolatedSubmission": ("client", "IsolatedSubmission"),
     "Limits": ("client", "Limits"),
-    "LimitsPlugin": ("client", "LimitsPlugin"),
+    "limits_for": ("client", "limits_for"),
     "protections": ("bubblewrap", "protections"),
     "start_template": ("template_client", "start"),
 }
 __all__ = [
     "BROKE_PROTOCOL",
-    "LIMITS_KEY",
     "IsolatedSubmission",
     "Limits",
-    "LimitsPlugin",
+    "limits_for",
     "protections",
     "start_template",
 ]

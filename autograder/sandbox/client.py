@@ -36,7 +36,6 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import pytest
 import torch
 
 from autograder import intake
@@ -126,19 +125,14 @@ class Limits:
     hidden: list[str] = field(default_factory=list)
 
 
-#: Where a pytest run finds the limits its ``hw`` fixture's sandbox uses (set per run by
-#: ``LimitsPlugin``; a run without it uses ``Limits()``).
-LIMITS_KEY = pytest.StashKey[Limits]()
-
-
-class LimitsPlugin:
-    """Hands one run's ``Limits`` to the suite's ``hw`` fixture through ``config.stash``."""
-
-    def __init__(self, limits: Limits):
-        self.limits = limits
-
-    def pytest_configure(self, config):
-        config.stash[LIMITS_KEY] = self.limits
+def limits_for(call_timeout: float | None, hidden: list[str]) -> Limits:
+    """The limits of a run with ``call_timeout`` seconds per request (``None``: the default),
+    and all requests together at least eight times that."""
+    limits = Limits(hidden=list(hidden))
+    if call_timeout is not None:
+        limits.call_timeout = call_timeout
+        limits.submission_timeout = max(limits.submission_timeout, 8 * call_timeout)
+    return limits
 
 
 class IsolatedSubmission(Submission):

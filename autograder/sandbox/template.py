@@ -59,9 +59,9 @@ _MODULE_FILE = re.compile(r"\w{1,64}\.py")
 def template_main(fd: int) -> None:
     """Serve spawn and kill requests until the grading process goes away."""
     # Imported here once, inherited by every worker: what torch.broadcast_shapes needs; the
-    # executor; the workers' Limits (the client brings pytest: a tenth of a second per worker
-    # otherwise); and torch._dynamo, which a torch.optim optimizer's first step imports: close
-    # to a second of CPU per worker otherwise, and no thread starts with it.
+    # executor; the workers' Limits (in the client); and torch._dynamo, which a torch.optim
+    # optimizer's first step imports: close to a second of CPU per worker otherwise, and no
+    # thread starts with it.
     import torch._dynamo
     import torch.fx.experimental.symbolic_shapes  # noqa: F401
 

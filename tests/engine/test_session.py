@@ -15,7 +15,6 @@ from autograder import grade
 from autograder.release import SOLUTIONS
 from autograder.runner import SuiteError, SuiteSession, run_suite
 from autograder.sandbox import template_client
-from autograder.sandbox.client import Limits, LimitsPlugin
 from autograder.zoo.mutants import CATALOGUE, apply
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,7 +40,7 @@ def test_one_session_grades_each_submission_as_a_run_of_its_own(tmp_path):
         apply(mutant, SOLUTIONS, tmp_path / "mutant"),
         REPO / "solutions",
     ]
-    session = SuiteSession(ARGS, [LimitsPlugin(Limits())])
+    session = SuiteSession(ARGS, [])
     together, reports_held = [], []
     try:
         for root in roots:
@@ -51,10 +50,7 @@ def test_one_session_grades_each_submission_as_a_run_of_its_own(tmp_path):
         session.close()
     # Nothing of a graded submission stays behind: a batch of hundreds must not pile up.
     assert reports_held[-1] <= reports_held[0], reports_held
-    apart = [
-        outcomes(run_suite(root, ARGS, [], [LimitsPlugin(Limits())])[0])
-        for root in roots
-    ]
+    apart = [outcomes(run_suite(root, ARGS, [], [])[0]) for root in roots]
     assert together == apart
     reference, stubs, wrong, _ = together
     assert reference and all(passed for _, passed, _ in reference)
@@ -145,3 +141,40 @@ def test_a_session_leaves_out_installed_plugins_and_not_the_environment(monkeypa
         session.close()
     assert installed and seen.names
     assert not installed & set(seen.names)
+
+
+LIMITS_TEST = """
+def test_limits(hw):
+    assert hw.limits.call_timeout == 2.5
+    assert hw.limits.submission_timeout == 480.0  # the default, above 8 x 2.5
+    assert hw.limits.hidden == ["/nowhere"]
+"""
+
+
+def test_grading_settings_reach_the_sandbox_as_the_suites_options(tmp_path):
+    """``grade.Settings`` becomes the suite's options (one route), and the ``hw`` fixture
+    builds the sandbox's limits from them."""
+    args = grade._suite_args(
+        grade.Settings(call_timeout=2.5, hidden_paths=("/nowhere",), keyword="part1")
+    )
+    assert args == [
+        "--isolate",
+        "--device",
+        "cpu",
+        "-k",
+        "part1",
+        "--hide=/nowhere",
+        "--call-timeout",
+        "2.5",
+    ]
+    test = tmp_path / "test_limits.py"
+    test.write_text(LIMITS_TEST)
+    ran = [
+        str(test),
+        "-q",
+        "-p",
+        "autograder.plugin",
+        "--submission",
+        str(SOLUTIONS.parent),
+    ]
+    assert pytest.main([*ran, *args[:3], *args[5:]], plugins=[]) == 0
