@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from autograder import classreport, grade, report, safe_text, sandbox
+from autograder import classreport, grade, intake, report, safe_text, sandbox
 from autograder.progress import BatchProgress
 
 
 def grade_batch(
     console,
+    staging: Path,
     out: Path,
     found: list[tuple[str, Path]],
     problems: dict[str, str],
@@ -25,7 +26,8 @@ def grade_batch(
 ) -> int:
     """Grade what changed since its last grade; write grades, gradebook and class report; the
     number of submissions the grader failed on. With ``shard``, ``found`` is the shard's part
-    of the names in ``batch``: its grades and manifest only, for ``merge``."""
+    of the names in ``batch``: its grades and manifest only, for ``merge``. Submissions are
+    staged under ``staging``, which must outlast the grading."""
     console.print("[bold]protections in force:[/] " + "; ".join(sandbox.protections()))
     suite = grade.suite_digest(settings)
     names = [n for n, _ in found]
@@ -47,9 +49,10 @@ def grade_batch(
             write(grade.Graded(name, [], [problems[name]]), {})
             console.print(safe_text.plain(f"{name}: {problems[name]}"), markup=False)
             continue
-        try:
+        try:  # staged once: for its digest, then graded as staged
+            source = intake.stage(name, source, staging / name)
             digests[name] = {
-                "submission_sha256": grade.submission_digest(name, source),
+                "submission_sha256": grade.submission_digest(source),
                 "suite_sha256": suite,
             }
         except Exception:  # noqa: BLE001 - grade_one reports it as the submission's problem

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 from autograder.points import PARTS
@@ -66,32 +67,35 @@ def cmd_grade(args: argparse.Namespace) -> int:
     # An upload that is itself the problem needs no device: "auto" would import torch (seconds)
     # only to say what to upload.
     nothing_to_grade = len(problems) == len(found)  # also a shard that owns none
-    settings = grade.Settings(
-        device=args.device if nothing_to_grade else _device(args.device),
-        call_timeout=args.timeout,
-        hidden_paths=tuple(
-            str(p.resolve())
-            for p in (
-                out,
-                *map(Path, args.paths),
-                *([Path(args.results).parent] if args.results else []),
-            )
-        ),
-        keyword=args.keyword,
-        hidden_visibility=args.hidden_visibility,
-    )
     try:
-        failed = batch_grading.grade_batch(
-            console,
-            out,
-            found,
-            problems,
-            settings,
-            jobs=args.jobs,
-            force=args.force,
-            shard=args.shard,
-            batch=batch,
-        )
+        with tempfile.TemporaryDirectory(prefix="autograder-batch-") as staging:
+            settings = grade.Settings(
+                device=args.device if nothing_to_grade else _device(args.device),
+                call_timeout=args.timeout,
+                hidden_paths=tuple(
+                    str(p.resolve())
+                    for p in (
+                        out,
+                        Path(staging),  # every submission of the batch, staged
+                        *map(Path, args.paths),
+                        *([Path(args.results).parent] if args.results else []),
+                    )
+                ),
+                keyword=args.keyword,
+                hidden_visibility=args.hidden_visibility,
+            )
+            failed = batch_grading.grade_batch(
+                console,
+                Path(staging),
+                out,
+                found,
+                problems,
+                settings,
+                jobs=args.jobs,
+                force=args.force,
+                shard=args.shard,
+                batch=batch,
+            )
     except KeyboardInterrupt:
         console.print(
             "[yellow]interrupted: what was graded is kept; run again to go on[/]"

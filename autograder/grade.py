@@ -67,15 +67,24 @@ class Settings:
     isolate: bool = True
 
 
-def grade_one(name: str, source: Path, settings: Settings) -> Graded:
-    """Stage and grade one submission in this process; never raises for its sake."""
+def grade_one(name: str, source: Path | intake.Staged, settings: Settings) -> Graded:
+    """Grade one submission in this process, staging it first unless it comes staged; never
+    raises for its sake."""
     global _GRADING
     start = time.monotonic()
     _GRADING = name
     _report_progress(name, None)
-    with tempfile.TemporaryDirectory(prefix="autograder-stage-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if isinstance(source, intake.Staged):
+            staged, tmp = source, str(source.root)
+        else:
+            staged = None
+            tmp = stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="autograder-stage-")
+            )
         try:
-            staged = intake.stage(name, source, Path(tmp) / "submission")
+            if staged is None:
+                staged = intake.stage(name, source, Path(tmp) / "submission")
             tests = run_isolated(staged.root, settings, scrub=[tmp, str(REPO)])
             events = _grader_events(settings)
         except KeyboardInterrupt:
@@ -212,16 +221,14 @@ def _torch_version() -> str:
         return torch.__version__
 
 
-def submission_digest(name: str, source: Path) -> str:
-    """What would be graded of ``source``: its staged module files and the problems found
-    (their compiled code follows from the files)."""
+def submission_digest(staged: intake.Staged) -> str:
+    """What is graded of a staged submission: its module files and the problems found (their
+    compiled code follows from the files)."""
     digest = hashlib.sha256()
-    with tempfile.TemporaryDirectory(prefix="autograder-digest-") as tmp:
-        staged = intake.stage(name, source, Path(tmp))
-        for path in sorted((staged.root / PACKAGE).glob("*.py")):
-            digest.update(f"{path.name}\0".encode())
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
-        digest.update("\n".join(staged.problems).encode())
+    for path in sorted((staged.root / PACKAGE).glob("*.py")):
+        digest.update(f"{path.name}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    digest.update("\n".join(staged.problems).encode())
     return digest.hexdigest()
 
 
@@ -254,13 +261,14 @@ def _init_process(settings: Settings) -> None:
     torch.set_num_threads(1)
 
 
-def _grade_in_pool(name: str, source: str) -> Graded:
+def _grade_in_pool(name: str, source: str | intake.Staged) -> Graded:
     global _INTERRUPTED
     # After Ctrl-C the pool still hands out the submissions it had queued: none is graded.
     if _INTERRUPTED:
         raise KeyboardInterrupt
     try:
-        return grade_one(name, Path(source), _SETTINGS)
+        staged = isinstance(source, intake.Staged)
+        return grade_one(name, source if staged else Path(source), _SETTINGS)
     except KeyboardInterrupt:
         _INTERRUPTED = True
         close_sessions(wait=False)
@@ -338,7 +346,12 @@ def _in_pool(submissions, settings: Settings, jobs: int, progress=None):
             jobs, context, _init_pool_process, (settings, updates)
         ) as pool,
     ):
-        futures = {pool.submit(_grade_in_pool, n, str(s)): n for n, s in submissions}
+        futures = {
+            pool.submit(
+                _grade_in_pool, n, s if isinstance(s, intake.Staged) else str(s)
+            ): n
+            for n, s in submissions
+        }
         try:
             for future in as_completed(futures):
                 name = futures[future]
