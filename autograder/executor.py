@@ -59,11 +59,16 @@ class Executor:
     #: The submission folder the latest executor of this process added to ``sys.path``.
     _roots: tuple[str, ...] = ()
 
-    def __init__(self, root: Path | str, arguments_are_copies: bool = False):
+    def __init__(
+        self, root: Path | str, arguments_are_copies: bool = False, serving=None
+    ):
         """``arguments_are_copies``: every tensor of a request is the executor's alone (decoded
         from the wire in a sandboxed worker), so the student may have it without a copy; a
-        test's own tensors (in-process) are copied first."""
+        test's own tensors (in-process) are copied first. ``serving(path)`` is told the student
+        file each request runs the code of (``autograder.tripwire.serving``), and ``None``
+        after it."""
         self.root = Path(root)
+        self.serving = serving or (lambda path: None)
         self._copy_tensors = not arguments_are_copies
         # Full float32 precision on GPUs: TF32 matmuls would miss the float32 tolerances.
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -103,9 +108,13 @@ class Executor:
     ):
         """Return ``("ok", value)`` or ``("error", ErrorInfo, exception)``."""
         try:
-            value = self._dispatch(
-                op, target, name, self._inward(args), self._inward(kwargs)
-            )
+            self.serving(self._file_served(target, name))
+            try:
+                value = self._dispatch(
+                    op, target, name, self._inward(args), self._inward(kwargs)
+                )
+            finally:
+                self.serving(None)
             return ("ok", self._outward(value))
         except (
             BaseException
@@ -113,6 +122,19 @@ class Executor:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             return ("error", error_info(exc), exc)
+
+    def _file_served(self, target: HandleRef | None, name: str | None) -> str | None:
+        """The student file whose code a request runs: its object's class's, or the module
+        its name starts with."""
+        if target is not None and target.id in self._objects:
+            module = type(self._objects[target.id]).__module__
+        elif name and "." in name:
+            module = f"{PACKAGE}.{name.rpartition('.')[0]}"
+        else:
+            return None
+        if not module.startswith(f"{PACKAGE}."):
+            return None
+        return str(self.root / PACKAGE / f"{module.split('.')[1]}.py")
 
     def _dispatch(self, op, target, name, args, kwargs):
         if op == "call":

@@ -95,7 +95,7 @@ IMPORTABLE = {
     ),
     "files and the system, which the grader's sandbox confines": (
         *("os", "sys", "pathlib", "glob", "json", "time", "shutil", "tempfile", "io"),
-        *("struct", "socket", "subprocess", "pytest"),
+        *("struct", "socket", "pytest"),
     ),
 }
 ROOTS = frozenset(name for group in IMPORTABLE.values() for name in group)
@@ -122,7 +122,9 @@ class Reason(NamedTuple):
 THREADS = Reason(
     why=(
         "code on another thread, in a signal handler or an async task outlives the call that "
-        "started it, beyond the grader's time limits and its reports of where a call hung"
+        "started it, beyond the grader's time limits and its reports of where a call hung, and "
+        "another program runs outside the watch of forbidden calls (the sandbox refuses to "
+        "start one)"
     ),
     instead="compute in the calling thread",
 )
@@ -166,7 +168,16 @@ DYNAMIC = Reason(
 OFF_LIMITS = (
     dict.fromkeys(
         {"threading", "_thread", "concurrent", "multiprocessing", "asyncio", "futures"}
-        | {"signal", "faulthandler", "sched"},
+        | {"signal", "faulthandler", "sched", "subprocess", "system", "popen"}
+        | {
+            f"exec{suffix}"
+            for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")
+        }
+        | {
+            f"spawn{suffix}"
+            for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")
+        }
+        | {"posix_spawn", "posix_spawnp", "startfile"},
         THREADS,
     )
     | dict.fromkeys(
@@ -259,7 +270,8 @@ class Violation:
         return tuple(PARTS) if self.whole else (self.part,)
 
     def describe(self) -> str:
-        where = f"{self.file}:{self.line} uses `{self.call}`"
+        line = f":{self.line}" if self.line else ""
+        where = f"{self.file}{line} uses `{self.call}`"
         cost = "every part" if self.whole else "this part"
         if self.advice:
             return (
@@ -322,8 +334,8 @@ def student_rules() -> list[str]:
             "on as values."
         ),
         (
-            f"No threads, process pools, async tasks or signal handlers ({refused(THREADS)}): "
-            f"{THREADS.why}; {THREADS.instead}."
+            "No threads, process pools, other programs, async tasks or signal handlers "
+            f"({refused(THREADS)}): {THREADS.why}; {THREADS.instead}."
         ),
         (
             "No frames, tracebacks, class hierarchies or insides of functions and modules "
@@ -578,6 +590,7 @@ class _Reader:
             ):
                 assigned[node.targets[0]] = node.value
         later = []
+        receivers = _receivers(self.tree)
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -593,7 +606,7 @@ class _Reader:
             ):
                 self._bind(node.name, OWN)
             elif isinstance(node, ast.arg):
-                own = node.arg in ("self", "cls", "mcs")
+                own = node in receivers and node.arg in ("self", "cls", "mcs")
                 self._bind(node.arg, OWN if own else OTHER)
             elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
                 if node in assigned:
@@ -855,7 +868,11 @@ class _Reader:
         elif self._builtin(func, "setattr") and len(args) >= 2:
             if name is not None:
                 self._judge_name(node, name, "", "", self._own(args[0]))
-            elif not (isinstance(args[0], ast.Name) and args[0].id == "self"):
+            elif not (
+                isinstance(args[0], ast.Name)
+                and args[0].id == "self"
+                and self._own(args[0])
+            ):
                 self._refuse(node, DYNAMIC)
         elif self._builtin(func, "vars") and not (args and self._own(args[0])):
             self._refuse(node, FRAMES)
@@ -930,6 +947,26 @@ def _forbidden(name: str, forbidden: frozenset[str], library: bool) -> bool:
         if family <= forbidden
         for word in words
     )
+
+
+def _receivers(tree: ast.Module) -> set[ast.arg]:
+    """The first parameter of each method a class of the file defines (not a static one): the
+    only parameters whose name ``self``, ``cls`` or ``mcs`` makes them the student's own."""
+    found = set()
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for node in cls.body:
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            static = any(
+                isinstance(d, ast.Name) and d.id == "staticmethod"
+                for d in node.decorator_list
+            )
+            positional = [*node.args.posonlyargs, *node.args.args]
+            if positional and not static:
+                found.add(positional[0])
+    return found
 
 
 def _own_module(node: ast.ImportFrom) -> bool:

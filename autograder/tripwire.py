@@ -67,13 +67,22 @@ _DEVICE_KEYS = tuple(
     )
     if built
 )
+#: Kinds of tensor with kernels of their own (sparse, nested, quantized): watched where an
+#: operator has one. (MKL-DNN's have no key torch.library reads; their public operators are
+#: watched where torch composes them.)
+_LAYOUT_KEYS = tuple(
+    f"{kind}{device}"
+    for kind in ("Sparse", "SparseCsr", "NestedTensor", "Quantized")
+    for device in ("CPU", "CUDA")
+)
 #: Kernels that stand for every device without one of its own.
 _FOR_EVERY_DEVICE = (
     "CompositeExplicitAutograd",
     "CompositeExplicitAutogradNonFunctional",
 )
-#: Functions of the families that torch writes in Python from operators of no family:
-#: (module, attribute, how the feedback names it).
+#: Functions of the families that torch writes in Python from operators of no family (its
+#: public modules' functions and classes named after a family, each tried: the others run an
+#: operator of their family): (module, attribute, how the feedback names it).
 _WRITTEN_IN_PYTHON = (
     (
         "torch.nn.functional",
@@ -84,6 +93,11 @@ _WRITTEN_IN_PYTHON = (
         "torch.nn.modules.normalization",
         "CrossMapLRN2d.forward",
         "torch.nn.CrossMapLRN2d",
+    ),
+    (
+        "torch.distributions.transforms",
+        "SoftmaxTransform._call",
+        "torch.distributions.transforms.SoftmaxTransform",
     ),
 )
 
@@ -122,6 +136,7 @@ def _placements(qualified: str) -> list[tuple[str, str]]:
 
     every_device = any(map(has, _FOR_EVERY_DEVICE))
     own = [(key, key) for key in _DEVICE_KEYS if has(key) or every_device]
+    own += [(key, key) for key in _LAYOUT_KEYS if has(key)]
     if has("CompositeImplicitAutograd"):
         composed = [key for key in _DEVICE_KEYS if not has(key)]
         own += [("CompositeImplicitAutograd", composed[0])] if composed else []
@@ -139,9 +154,17 @@ def _make_watch(record_to: list):
     files: dict[str, frozenset[int]] = {}  # absolute student path -> families forbidden
     seen: set[tuple[str, int, str]] = set()
     reporter: list = [None]
+    serving: list = [None]  # the student file whose request the worker is serving
     inside = _Inside()
     kept: list = []  # the libraries holding our kernels: torch drops a kernel with its library
     getframe, basename = sys._getframe, os.path.basename
+
+    def record(key: tuple[str, int, str]) -> None:
+        if key not in seen:
+            seen.add(key)
+            record_to.append(key)
+            if reporter[0] is not None:
+                reporter[0](key)
 
     def charge(label: str, found_in: frozenset[int]) -> None:
         frame = getframe(2)
@@ -149,14 +172,20 @@ def _make_watch(record_to: list):
             code = frame.f_code
             forbids = files.get(code.co_filename)
             if forbids is not None and not forbids.isdisjoint(found_in):
-                key = (basename(code.co_filename), frame.f_lineno or 0, label)
-                if key not in seen:
-                    seen.add(key)
-                    record_to.append(key)
-                    if reporter[0] is not None:
-                        reporter[0](key)
+                record((basename(code.co_filename), frame.f_lineno or 0, label))
                 return
             frame = frame.f_back
+        # No file that forbids it made the call: a library callable the request's own file
+        # handed on (a property that returns functools.partial(F.layer_norm, ...)) ran it.
+        forbids = files.get(serving[0])
+        if forbids is not None and not forbids.isdisjoint(found_in):
+            record(
+                (
+                    basename(serving[0]),
+                    0,
+                    f"{label}, through a library function it handed on",
+                )
+            )
 
     def kernel(original, label: str, found_in: frozenset[int]):
         """Torch's kernel ``original`` with the charge in front."""
@@ -220,10 +249,13 @@ def _make_watch(record_to: list):
             )
         reporter[0] = report
 
-    return install, watch
+    def serve(path: str | None) -> None:
+        serving[0] = path
+
+    return install, watch, serve
 
 
-_install, _watch = _make_watch(found)
+_install, _watch, _serve = _make_watch(found)
 
 
 def install() -> None:
@@ -236,6 +268,12 @@ def watch(package_dir: str, report=None) -> None:
     """Start charging calls to the student files under ``package_dir``, in every thread;
     ``report(record)`` sends each new record at once."""
     _watch(package_dir, report)
+
+
+def serving(path: str | None) -> None:
+    """The worker serves a request that runs the code of student file ``path`` (``None``:
+    none): a forbidden call made with no student frame on the way is that file's."""
+    _serve(path)
 
 
 def probe(package_dir: str, line: int) -> None:

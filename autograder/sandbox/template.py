@@ -312,7 +312,7 @@ def _worker_main(
         from autograder.executor import Executor
 
         tripwire.watch(str(root / PACKAGE), report=_reporter(sock))
-        executor = Executor(root, arguments_are_copies=True)
+        executor = Executor(root, arguments_are_copies=True, serving=tripwire.serving)
         # A request still running at hangs.DUMP_AT of its limit gets a SIGALRM, on which
         # faulthandler (in C, needing no GIL) writes the stacks the grading side reads
         # (autograder.hangs). A timer costs a system call per request; faulthandler's own

@@ -306,6 +306,7 @@ def test_student_code_is_an_unprivileged_uid_without_capabilities_or_network(tmp
 SYSTEM_CALLS = """
 import ctypes
 import os
+import sys
 import threading
 
 
@@ -326,6 +327,13 @@ def try_calls(numbers):
     if pid == 0:
         os._exit(7)
     found["fork"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    pid = os.fork()
+    if pid == 0:  # another program would run outside the watch of forbidden calls
+        try:
+            os.execv(sys.executable, [sys.executable, "-c", "pass"])
+        except OSError as exc:
+            os._exit(exc.errno)
+    found["another program"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     return found
 """
 
@@ -336,13 +344,19 @@ def try_calls(numbers):
 )
 def test_student_code_cannot_reach_user_namespaces_or_rare_kernel_interfaces(tmp_path):
     """Each of them is a way into the kernel's less trodden code (a user namespace grants its
-    creator capabilities over mounts and networking there) or into another process of the same
-    uid; threads and processes still work."""
+    creator capabilities over mounts and networking there), into another process of the same
+    uid, or (execve) into another program, which no watch of forbidden calls sees; threads and
+    processes still work."""
     numbers = confine.REFUSED_CALLS[platform.machine()]
     with IsolatedSubmission(submission(tmp_path, masks=SYSTEM_CALLS)) as hw:
         found = hw.call("masks.try_calls", numbers)
     refused = {name: errno.EPERM for name in [*numbers, "unshare(CLONE_NEWUSER)"]}
-    assert found == {**refused, "clone3": errno.ENOSYS, "fork": 7}
+    assert found == {
+        **refused,
+        "clone3": errno.ENOSYS,
+        "fork": 7,
+        "another program": errno.EPERM,
+    }
 
 
 SELF_ONLY = """

@@ -66,6 +66,11 @@ CHARGED = [
     ("norm.py", "torch.nn.LocalResponseNorm(2)(x)"),
     ("norm.py", "torch.nn.CrossMapLRN2d(2)(x[None])"),
     ("norm.py", "torch.rms_norm(x.detach(), (4,))"),
+    ("attention.py", "torch.distributions.transforms.SoftmaxTransform()(x)"),
+    (
+        "attention.py",
+        "torch.distributions.transform_to(torch.distributions.constraints.simplex)(x)",
+    ),
     # Another thread: the watch follows it.
     ("attention.py", "in_thread(lambda: torch.softmax(x, -1))"),
     ("heads.py", "in_pool(lambda: x.log_softmax(-1))"),
