@@ -46,8 +46,10 @@ _MS_REMOUNT, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = (
 #: name them): every use of these calls, and clone or unshare asking for a new user namespace.
 #: The ptrace family matters where workers share the grader's uid (not root): none may reach
 #: into the template or another worker (``/proc/<pid>/mem``, which a filter cannot see, is
-#: ``enter_landlock_domain``'s). clone3 passes its flags in memory, where a filter cannot read
-#: them; it fails as if the kernel lacked it, and the C library then uses clone.
+#: ``enter_landlock_domain``'s). execve starts another program, where the watch of forbidden
+#: calls does not run (a worker, forked from the template, never needs it). clone3 passes its
+#: flags in memory, where a filter cannot read them; it fails as if the kernel lacked it, and
+#: the C library then uses clone.
 REFUSED_CALLS = {
     "x86_64": {
         "setns": 308,
