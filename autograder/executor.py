@@ -74,6 +74,9 @@ class Executor:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         self._objects: dict[int, object] = {}
+        #: handle id -> the student file of the request that returned the object
+        self._files: dict[int, str | None] = {}
+        self._served_by_new: str | None = None
         self._ids: dict[
             int, int
         ] = {}  # id(object) -> handle id, so one object has one handle
@@ -108,13 +111,15 @@ class Executor:
     ):
         """Return ``("ok", value)`` or ``("error", ErrorInfo, exception)``."""
         try:
-            self.serving(self._file_served(target, name))
+            served = self._file_served(target, name)
+            self.serving(served)
             try:
                 value = self._dispatch(
                     op, target, name, self._inward(args), self._inward(kwargs)
                 )
             finally:
                 self.serving(None)
+            self._served_by_new = served
             return ("ok", self._outward(value))
         except (
             BaseException
@@ -124,17 +129,14 @@ class Executor:
             return ("error", error_info(exc), exc)
 
     def _file_served(self, target: HandleRef | None, name: str | None) -> str | None:
-        """The student file whose code a request runs: its object's class's, or the module
-        its name starts with."""
-        if target is not None and target.id in self._objects:
-            module = type(self._objects[target.id]).__module__
-        elif name and "." in name:
-            module = f"{PACKAGE}.{name.rpartition('.')[0]}"
-        else:
-            return None
-        if not module.startswith(f"{PACKAGE}."):
-            return None
-        return str(self.root / PACKAGE / f"{module.split('.')[1]}.py")
+        """The student file whose code a request runs, from what the grader named: the module
+        its name starts with, or for a request on an object, the file of the request that
+        returned the object (never an attribute student code could set)."""
+        if target is not None:
+            return self._files.get(target.id)
+        if name and "." in name:
+            return str(self.root / PACKAGE / f"{name.split('.')[0]}.py")
+        return None
 
     def _dispatch(self, op, target, name, args, kwargs):
         if op == "call":
@@ -332,6 +334,7 @@ class Executor:
         if key not in self._ids:
             self._ids[key] = len(self._objects) + 1
             self._objects[self._ids[key]] = value
+            self._files[self._ids[key]] = self._served_by_new
         return HandleRef(self._ids[key], type(value).__name__)
 
 

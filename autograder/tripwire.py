@@ -15,7 +15,10 @@ A call is charged by walking outward from it to the nearest student frame whose 
 that family: library frames and student files that allow it pass through, so
 ``Categorical(logits=x)`` in attention.py costs part 1, and a masks.py helper called from
 heads.py costs part 3. Operators that a watched operator runs inside (``aten::softmax`` running
-``aten::_softmax``) are that operator's business unless they belong to another family.
+``aten::_softmax``) are that operator's business unless they belong to another family. A call
+with no frame of a forbidding file on the way (a library callable the student's code handed on,
+which ``Module.__call__`` runs) is charged to the file whose request the worker is serving
+(``serving``, told by the executor).
 
 Each record leaves the worker as it is made (``watch``'s ``report``: a message on the worker's
 socket) and again with every reply; a record emptied from the worker's memory later was
@@ -218,9 +221,8 @@ def _make_watch(record_to: list):
             return
         libraries: dict[str, torch.library.Library] = {}
         with warnings.catch_warnings():
-            warnings.simplefilter(
-                "ignore"
-            )  # "Overriding a previously registered kernel"
+            # torch warns once that it is "Overriding a previously registered kernel".
+            warnings.simplefilter("ignore")
             for namespace, name, found_in in _operators():
                 label = f"{namespace}::{name.split('.')[0]}"
                 for key, read_at in _placements(f"{namespace}::{name}"):
