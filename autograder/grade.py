@@ -70,9 +70,8 @@ class Settings:
 def grade_one(name: str, source: Path | intake.Staged, settings: Settings) -> Graded:
     """Grade one submission in this process, staging it first unless it comes staged; never
     raises for its sake."""
-    global _GRADING
     start = time.monotonic()
-    _GRADING = name
+    PROCESS.grading = name
     _report_progress(name, None)
     with contextlib.ExitStack() as stack:
         if isinstance(source, intake.Staged):
@@ -121,18 +120,15 @@ def failure(name: str, reason: str) -> Graded:
 def run_isolated(root: Path, settings: Settings, scrub: list[str]) -> list[TestResult]:
     """Run the graded suite against ``root`` (which holds ``transformer_hw/``) in the sandbox;
     forbidden calls are gated inside the suite (autograder/plugin.py)."""
-    if settings not in _SESSIONS:
-        _SESSIONS[settings] = _new_session(settings)
-    return _SESSIONS[settings].run(root, scrub)
-
-
-#: This process's graded suite, collected once per settings (``runner.SuiteSession``).
-_SESSIONS: dict[Settings, SuiteSession] = {}
+    sessions = PROCESS.sessions
+    if settings not in sessions:
+        sessions[settings] = _new_session(settings)
+    return sessions[settings].run(root, scrub)
 
 
 def _grader_events(settings: Settings) -> list[str]:
     """The grader-side events of the submission just graded (none without a session)."""
-    session = _SESSIONS.get(settings)
+    session = PROCESS.sessions.get(settings)
     return list(session.events) if session is not None else []
 
 
@@ -160,16 +156,39 @@ def _suite_args(settings: Settings) -> list[str]:
     return args
 
 
-# What this process is grading ------------------------------------------------------------------
+# What this process holds between submissions ---------------------------------------------------
 
-#: Where this process reports progress (``grade_many``'s ``progress``), if anywhere.
-_PROGRESS: Callable[[str, int | None], None] | None = None
-_GRADING = ""  # the submission under way in this process
+
+@dataclass
+class ProcessState:
+    """Everything a grading process keeps from one submission to the next, in one place."""
+
+    #: The graded suite, collected once per settings (``runner.SuiteSession``).
+    sessions: dict[Settings, SuiteSession] = field(default_factory=dict)
+    #: What a pool's process grades with (``_init_process``).
+    settings: Settings | None = None
+    #: Where progress goes (``grade_many``'s ``progress``), if anywhere.
+    progress: Callable[[str, int | None], None] | None = None
+    grading: str = ""  # the submission under way
+    interrupted: bool = False  # Ctrl-C reached this pool process: grade nothing more
+
+    def close_sessions(self, wait: bool = True) -> None:
+        """End the graded suites (their threads); ``wait``: for the submission under way."""
+        while self.sessions:
+            self.sessions.popitem()[1].close(wait)
+
+    def reset(self) -> None:
+        """Back to a fresh process's state, the suites ended."""
+        self.close_sessions()
+        self.__init__()
+
+
+PROCESS = ProcessState()
 
 
 def _report_progress(name: str, part: int | None) -> None:
-    if _PROGRESS is not None:
-        _PROGRESS(name, part)
+    if PROCESS.progress is not None:
+        PROCESS.progress(name, part)
 
 
 class _PartProgress:
@@ -181,16 +200,15 @@ class _PartProgress:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
         marker = item.get_closest_marker("part")
-        if marker is not None and (_GRADING, marker.args[0]) != self._reported:
-            self._reported = (_GRADING, marker.args[0])
+        if marker is not None and (PROCESS.grading, marker.args[0]) != self._reported:
+            self._reported = (PROCESS.grading, marker.args[0])
             _report_progress(*self._reported)
 
 
 def close_sessions(wait: bool = True) -> None:
     """End this process's graded suites (their threads); ``wait``: for the submission under
     way to be done."""
-    while _SESSIONS:
-        _SESSIONS.popitem()[1].close(wait)
+    PROCESS.close_sessions(wait)
 
 
 # What a grade depends on ------------------------------------------------------------------------
@@ -234,48 +252,40 @@ def submission_digest(staged: intake.Staged) -> str:
 
 # A pool of grading processes -------------------------------------------------------------------
 
-_SETTINGS: Settings | None = None
-
 
 def _init_pool_process(settings: Settings, updates) -> None:
     """Ready a grading process of a pool that reports its progress into ``updates`` (a
     ``multiprocessing.Queue``: ``put`` never blocks grading, and the process does not wait on
     its reports at exit, also where another process died holding the queue's lock)."""
-    global _PROGRESS
     updates.cancel_join_thread()
-    _PROGRESS = lambda name, part: updates.put((name, part))
+    PROCESS.progress = lambda name, part: updates.put((name, part))
     _init_process(settings)
 
 
 def _init_process(settings: Settings) -> None:
     """Ready a grading process: the template first (it imports torch in a process of its own
     while this one goes on), then one torch thread here (the jobs share the cores)."""
-    global _SETTINGS
     from autograder import sandbox
 
     if settings.isolate:
         sandbox.start_template(gpu=settings.device.startswith("cuda"))
     import torch
 
-    _SETTINGS = settings
+    PROCESS.settings = settings
     torch.set_num_threads(1)
 
 
 def _grade_in_pool(name: str, source: str | intake.Staged) -> Graded:
-    global _INTERRUPTED
     # After Ctrl-C the pool still hands out the submissions it had queued: none is graded.
-    if _INTERRUPTED:
+    if PROCESS.interrupted:
         raise KeyboardInterrupt
     try:
         staged = isinstance(source, intake.Staged)
-        return grade_one(name, source if staged else Path(source), _SETTINGS)
+        return grade_one(name, source if staged else Path(source), PROCESS.settings)
     except KeyboardInterrupt:
-        _INTERRUPTED = True
+        PROCESS.interrupted = True
         close_sessions(wait=False)
         raise
-
-
-_INTERRUPTED = False
 
 
 def grade_many(
@@ -287,12 +297,11 @@ def grade_many(
     """Yield ``(name, Graded)`` as each submission finishes, one per submission, always.
     ``progress(name, part)`` is called, from another thread, as a submission starts (``part``
     None) and as it reaches each part."""
-    global _PROGRESS
     if not submissions:  # all kept or refused: no sandbox (exit would await its start)
         return
     if jobs <= 1:
         _init_process(settings)
-        _PROGRESS = progress
+        PROCESS.progress = progress
         try:
             for name, source in submissions:
                 yield name, grade_one(name, source, settings)
@@ -300,7 +309,7 @@ def grade_many(
             close_sessions(wait=False)  # Ctrl-C: not after the submission under way
             raise
         finally:
-            _PROGRESS = None
+            PROCESS.progress = None
         close_sessions()
         return
     unfinished = yield from _in_pool(submissions, settings, jobs, progress)

@@ -85,7 +85,7 @@ def test_a_sandbox_that_cannot_start_is_the_graders_failure_not_a_zero(monkeypat
     monkeypatch.setattr(template_client.bubblewrap, "command", command)
     monkeypatch.setattr(template_client, "_TEMPLATE", None)
     monkeypatch.setattr(template_client, "_GPU", False)
-    monkeypatch.setattr(grade, "_SESSIONS", {})
+    monkeypatch.setattr(grade, "PROCESS", grade.ProcessState())
     settings = grade.Settings(keyword="part4")  # several tests, each with requests
     try:
         starts = []
@@ -98,7 +98,7 @@ def test_a_sandbox_that_cannot_start_is_the_graders_failure_not_a_zero(monkeypat
         # Afresh (a template and its replacement), not once per test (part 4 has nine).
         assert starts[1] - starts[0] == 2, starts
     finally:
-        grade.close_sessions()
+        grade.PROCESS.reset()
         if template_client.running() is not None:
             template_client.running().close()
 
