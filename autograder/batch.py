@@ -1,6 +1,6 @@
 """A batch of submissions graded: what changed since its last grade, each grade written as it
-finishes, and the gradebook and class report from rows kept in memory (each submission's
-``results.json`` is read at most once, for the grades kept from an earlier run)."""
+finishes, and the gradebook from rows kept in memory (a grade kept from an earlier run is read
+back once, not after every submission)."""
 
 from __future__ import annotations
 
@@ -84,6 +84,10 @@ def grade_batch(
                     report.write_gradebook(out, list(rows.values()))
                 progress.finished(name, sum(report.part_scores(graded.tests).values()))
     finally:
+        # Interrupted: those not regraded keep the grades they had.
+        for name in names:
+            if name not in rows and (row := report.gradebook_row(out, name)):
+                rows[name] = row
         if not shard:
             ordered = report.write_gradebook(out, list(rows.values()))
             summary = classreport.summarize(out, names, ordered)

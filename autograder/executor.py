@@ -111,7 +111,7 @@ class Executor:
     ):
         """Return ``("ok", value)`` or ``("error", ErrorInfo, exception)``."""
         try:
-            served = self._file_served(target, name)
+            served = self._file_served(None if op == "forwards" else target, name)
             self.serving(served)
             try:
                 value = self._dispatch(
@@ -131,7 +131,8 @@ class Executor:
     def _file_served(self, target: HandleRef | None, name: str | None) -> str | None:
         """The student file whose code a request runs, from what the grader named: the module
         its name starts with, or for a request on an object, the file of the request that
-        returned the object (never an attribute student code could set)."""
+        returned the object (never an attribute student code could set; an object reached
+        through another's attributes counts as that one's file)."""
         if target is not None:
             return self._files.get(target.id)
         if name and "." in name:

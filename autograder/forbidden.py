@@ -590,7 +590,7 @@ class _Reader:
             ):
                 assigned[node.targets[0]] = node.value
         later = []
-        receivers = _receivers(self.tree)
+        self.receiver_uses = _receiver_uses(self.tree)
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -605,9 +605,8 @@ class _Reader:
                 node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
             ):
                 self._bind(node.name, OWN)
-            elif isinstance(node, ast.arg):
-                own = node in receivers and node.arg in ("self", "cls", "mcs")
-                self._bind(node.arg, OWN if own else OTHER)
+            elif isinstance(node, ast.arg) and node.arg not in RECEIVERS:
+                self._bind(node.arg, OTHER)  # a receiver's uses: ``receiver_uses``
             elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
                 if node in assigned:
                     later.append(node)
@@ -687,7 +686,9 @@ class _Reader:
             )
         if not isinstance(node, ast.Name):
             return False
-        kinds = self.kinds.get(node.id, {OWN} if node.id in ("self", "cls") else set())
+        if node in self.receiver_uses:
+            return self.receiver_uses[node]
+        kinds = self.kinds.get(node.id, {OWN} if node.id in RECEIVERS else set())
         return OWN in kinds if anywhere else kinds == {OWN}
 
     def _paths(self, node: ast.AST) -> set[str]:
@@ -949,24 +950,80 @@ def _forbidden(name: str, forbidden: frozenset[str], library: bool) -> bool:
     )
 
 
+#: The names a method's first parameter goes by.
+RECEIVERS = ("self", "cls", "mcs")
+
+
 def _receivers(tree: ast.Module) -> set[ast.arg]:
-    """The first parameter of each method a class of the file defines (not a static one): the
-    only parameters whose name ``self``, ``cls`` or ``mcs`` makes them the student's own."""
+    """The first parameter of each method a class of the file defines (not a static one), also
+    under an ``if`` or ``try`` of the class body."""
     found = set()
     for cls in ast.walk(tree):
         if not isinstance(cls, ast.ClassDef):
             continue
-        for node in cls.body:
-            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            static = any(
-                isinstance(d, ast.Name) and d.id == "staticmethod"
-                for d in node.decorator_list
-            )
-            positional = [*node.args.posonlyargs, *node.args.args]
-            if positional and not static:
-                found.add(positional[0])
+        todo = list(cls.body)
+        while todo:
+            node = todo.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                static = any(
+                    isinstance(d, ast.Name) and d.id == "staticmethod"
+                    for d in node.decorator_list
+                )
+                positional = [*node.args.posonlyargs, *node.args.args]
+                if positional and not static:
+                    found.add(positional[0])
+            elif not isinstance(node, ast.ClassDef):
+                todo += [
+                    child
+                    for child in ast.iter_child_nodes(node)
+                    if isinstance(child, ast.stmt)
+                ]
     return found
+
+
+def _receiver_uses(tree: ast.Module) -> dict[ast.Name, bool]:
+    """Each use of ``self``, ``cls`` or ``mcs`` inside a function that takes it as a parameter
+    -> whether it is the student's own object: that parameter is a method's receiver, or
+    defaults to one (``def inner(self=self)``). A parameter named so elsewhere (``def
+    peek(self, name)`` at module level) is anyone's."""
+    receivers = _receivers(tree)
+    uses: dict[ast.Name, bool] = {}
+    todo: list[tuple[ast.AST, tuple[dict[str, bool], ...]]] = [(tree, ())]
+    while todo:
+        node, scopes = todo.pop()
+        if isinstance(node, ast.Name) and node.id in RECEIVERS:
+            found = [scope[node.id] for scope in scopes if node.id in scope]
+            if found:
+                uses[node] = found[-1]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            args = node.args
+            positional = [*args.posonlyargs, *args.args]
+            defaults = dict(
+                zip(positional[len(positional) - len(args.defaults) :], args.defaults)
+            )
+            defaults |= {a: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d}
+            params: dict[str, bool] = {}
+            for arg in [*positional, *args.kwonlyargs, args.vararg, args.kwarg]:
+                if arg is not None and arg.arg in RECEIVERS:
+                    default = defaults.get(arg)
+                    params[arg.arg] = arg in receivers or (
+                        isinstance(default, ast.Name)
+                        and default.id in RECEIVERS
+                        and [sc[default.id] for sc in scopes if default.id in sc][-1:]
+                        == [True]
+                    )
+            inner = (*scopes, params)
+            outer_parts = [*args.defaults, *filter(None, args.kw_defaults)]
+            outer_parts += getattr(node, "decorator_list", [])
+            body = node.body if isinstance(node.body, list) else [node.body]
+            todo += [(child, scopes) for child in outer_parts]
+            todo += [(child, inner) for child in body]
+            todo += [(a.annotation, scopes) for a in positional if a.annotation]
+            if getattr(node, "returns", None) is not None:
+                todo.append((node.returns, scopes))
+        else:
+            todo += [(child, scopes) for child in ast.iter_child_nodes(node)]
+    return uses
 
 
 def _own_module(node: ast.ImportFrom) -> bool:

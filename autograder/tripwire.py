@@ -158,6 +158,9 @@ def _make_watch(record_to: list):
     seen: set[tuple[str, int, str]] = set()
     reporter: list = [None]
     serving: list = [None]  # the student file whose request the worker is serving
+    #: What a file without a list of its own (masks.py, rope.py) may not run for a request of
+    #: its own (it passes calls made from it on to its callers).
+    every_family = frozenset(range(len(_FAMILIES)))
     inside = _Inside()
     kept: list = []  # the libraries holding our kernels: torch drops a kernel with its library
     getframe, basename = sys._getframe, os.path.basename
@@ -170,7 +173,10 @@ def _make_watch(record_to: list):
                 reporter[0](key)
 
     def charge(label: str, found_in: frozenset[int]) -> None:
-        frame = getframe(2)
+        try:
+            frame = getframe(2)
+        except ValueError:  # a thread of torch's own, with no Python frames
+            frame = None
         while frame is not None:
             code = frame.f_code
             forbids = files.get(code.co_filename)
@@ -180,7 +186,7 @@ def _make_watch(record_to: list):
             frame = frame.f_back
         # No file that forbids it made the call: a library callable the request's own file
         # handed on (a property that returns functools.partial(F.layer_norm, ...)) ran it.
-        forbids = files.get(serving[0])
+        forbids = files.get(serving[0], every_family if serving[0] else None)
         if forbids is not None and not forbids.isdisjoint(found_in):
             record(
                 (

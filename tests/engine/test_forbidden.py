@@ -229,6 +229,13 @@ def test_what_the_watch_cannot_see_is_refused_at_the_cost_of_the_files_parts(
         "class A:\n    def f(self, names):\n        return [getattr(self, n) for n in names]",
         "class A:\n    def __getattr__(self, name):\n        return super().__getattr__(name)",
         "class A:\n    def set(self, name, value):\n        setattr(self, name, value)",
+        # self stays the method's own beside a parameter named self elsewhere in the file
+        "def _fwd(self, x):\n    return x\nclass A:\n    def f(self):\n        return self._cache",
+        "class A:\n    if True:\n        def f(self):\n            return self._cache",
+        (
+            "class A:\n    def f(self):\n        def inner(self=self):\n"
+            "            return self._cache\n        return inner()"
+        ),
         "class R:\n    pass\nrecord = dict(R().__dict__)",
         "class A:\n    def f(self):\n        return self._cache, self.__dict__",
         "class K:\n    _scale = 2\nk = K()\ny = k._scale",
@@ -329,6 +336,10 @@ def test_the_three_idioms_of_correct_solutions_are_allowed(filename, source):
         "def f(m: torch.DisableTorchFunction()):\n    pass",
         # computed on a namespace that holds more than functions
         "f = getattr(torch, name)",
+        # a parameter named self outside a method is anyone's object
+        "def peek(self, name):\n    return getattr(self, name)\nr = peek(torch, '_refs')",
+        "peek = lambda self: self._refs",
+        "class A:\n    @staticmethod\n    def f(self):\n        return self._refs",
     ],
 )
 def test_what_the_idioms_do_not_cover_is_still_refused(line):
