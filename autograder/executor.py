@@ -112,15 +112,15 @@ class Executor:
         """Return ``("ok", value)`` or ``("error", ErrorInfo, exception)``."""
         try:
             served = self._file_served(None if op == "forwards" else target, name)
+            self._served_by_new = served
             self.serving(served)
-            try:
+            try:  # the result's conversion too: a student object's own methods may run there
                 value = self._dispatch(
                     op, target, name, self._inward(args), self._inward(kwargs)
                 )
+                return ("ok", self._outward(value))
             finally:
                 self.serving(None)
-            self._served_by_new = served
-            return ("ok", self._outward(value))
         except (
             BaseException
         ) as exc:  # student code may raise anything, SystemExit included
@@ -312,8 +312,8 @@ class Executor:
         Tensors are detached; numbers, strings and containers become the built-in types, so a
         NumPy float, a namedtuple or an ``OrderedDict`` is as good as a float, tuple or dict.
         """
-        if isinstance(value, torch.Tensor):
-            return value.detach()
+        if isinstance(value, torch.Tensor):  # torch's own methods, not a subclass's
+            return torch.Tensor.as_subclass(torch.Tensor.detach(value), torch.Tensor)
         if value is None or isinstance(value, (torch.dtype, torch.device)):
             return value
         for kind in (bool, str):
@@ -325,12 +325,17 @@ class Executor:
             return float(value)
         if isinstance(value, numpy.bool_):
             return bool(value)
+        # Containers read with the built-in types' own methods, not a subclass's.
         if isinstance(value, list):
-            return [self._outward(v) for v in value]
+            return [self._outward(v) for v in list.copy(value)]
         if isinstance(value, tuple):
-            return tuple(self._outward(v) for v in value)
-        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-            return {str(k): self._outward(v) for k, v in value.items()}
+            return tuple(
+                self._outward(v) for v in tuple.__getitem__(value, slice(None))
+            )
+        if isinstance(value, dict):
+            items = list(dict.items(value))
+            if all(isinstance(k, str) for k, _ in items):
+                return {str(k): self._outward(v) for k, v in items}
         key = id(value)
         if key not in self._ids:
             self._ids[key] = len(self._objects) + 1

@@ -885,6 +885,8 @@ class _Reader:
             module = _const(args[0]) if args else None
             if module is None:
                 self._refuse(node, DYNAMIC)
+            elif self._relative_elsewhere(node):
+                self._refuse(node, IMPORTS)
             elif not module.startswith("."):
                 self._judge_import(node, module, self._snippet(node))
         elif self._is(func, "operator.attrgetter") or self._is(
@@ -899,6 +901,21 @@ class _Reader:
                         node, part, "", self._snippet(node)
                     ):
                         break
+
+    def _relative_elsewhere(self, node: ast.Call) -> bool:
+        """An import relative to a package other than the student's own:
+        ``import_module(".util", "importlib")``, ``__import__("abc", g, l, f, 1)``."""
+        keywords = {k.arg: k.value for k in node.keywords}
+        if self._builtin(node.func, "__import__"):
+            level = node.args[4] if len(node.args) > 4 else keywords.get("level")
+            return level is not None and _constant(level) != 0
+        if not (_const(node.args[0]) or "").startswith("."):
+            return False
+        anchor = node.args[1] if len(node.args) > 1 else keywords.get("package")
+        return not (
+            (isinstance(anchor, ast.Name) and anchor.id == "__package__")
+            or (_const(anchor) or "").split(".")[0] == PACKAGE
+        )
 
     def _judge_lookup(self, node: ast.Call, base: ast.AST, key: ast.AST) -> None:
         """``getattr(base, key)`` and its kin: a constant name judged as an attribute, a

@@ -934,3 +934,35 @@ def test_groups_left_by_an_ended_grading_process_are_removed():
         for folder in stale:
             with contextlib.suppress(OSError):
                 folder.rmdir()
+
+
+OWN_METHODS = """
+class _Lazy(torch.Tensor):
+    def detach(self):  # what a reply would carry, were the worker to call it
+        return torch.zeros(1)
+
+
+class _Listed(list):
+    def __iter__(self):
+        return iter([torch.zeros(1)])
+
+
+class _Keyed(dict):
+    def items(self):
+        return [("x", torch.zeros(1))]
+
+
+def results_with_methods_of_their_own(x):
+    return x.as_subclass(_Lazy), _Listed([x]), _Keyed(x=x)
+"""
+
+
+def test_a_result_leaves_the_worker_by_torchs_and_pythons_own_methods(tmp_path):
+    """The worker never runs a returned object's own methods to send it back: they would run
+    after the request, where a forbidden call made in them has no request to be charged to."""
+    x = torch.arange(3.0)
+    with IsolatedSubmission(submission(tmp_path, masks=OWN_METHODS)) as hw:
+        lazy, listed, keyed = hw.call("masks.results_with_methods_of_their_own", x)
+    assert type(lazy) is torch.Tensor and torch.equal(lazy, x)
+    assert len(listed) == 1 and torch.equal(listed[0], x)
+    assert torch.equal(keyed["x"], x)
