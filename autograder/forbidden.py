@@ -123,8 +123,7 @@ THREADS = Reason(
     why=(
         "code on another thread, in a signal handler or an async task outlives the call that "
         "started it, beyond the grader's time limits and its reports of where a call hung, and "
-        "another program runs outside the watch of forbidden calls (the sandbox refuses to "
-        "start one)"
+        "another process or program runs outside the watch of forbidden calls"
     ),
     instead="compute in the calling thread",
 )
@@ -169,6 +168,7 @@ OFF_LIMITS = (
     dict.fromkeys(
         {"threading", "_thread", "concurrent", "multiprocessing", "asyncio", "futures"}
         | {"signal", "faulthandler", "sched", "subprocess", "system", "popen"}
+        | {"fork", "forkpty", "vfork", "register_at_fork"}
         | {
             f"exec{suffix}"
             for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")
@@ -334,7 +334,7 @@ def student_rules() -> list[str]:
             "on as values."
         ),
         (
-            "No threads, process pools, other programs, async tasks or signal handlers "
+            "No threads, other processes or programs, async tasks or signal handlers "
             f"({refused(THREADS)}): {THREADS.why}; {THREADS.instead}."
         ),
         (
