@@ -57,9 +57,10 @@ def grade_batch(
             }
         except Exception:  # noqa: BLE001 - grade_one reports it as the submission's problem
             digests[name] = {}
-        if force or not report.is_current(out, name, digests[name]):
+        kept = None if force else report.current_results(out, name, digests[name])
+        if kept is None:
             todo.append((name, source))
-        elif row := report.gradebook_row(out, name):
+        elif row := report.row_of(name, kept):
             rows[name] = row
     if len(todo) < len(found) - len(problems):
         skipped = len(found) - len(problems) - len(todo)

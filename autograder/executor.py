@@ -135,9 +135,8 @@ class Executor:
         through another's attributes counts as that one's file)."""
         if target is not None:
             return self._files.get(target.id)
-        if name and "." in name:
-            return str(self.root / PACKAGE / f"{name.split('.')[0]}.py")
-        return None
+        module = (name or "").split(".")[0]
+        return str(self.root / PACKAGE / f"{module}.py") if module in MODULES else None
 
     def _dispatch(self, op, target, name, args, kwargs):
         if op == "call":

@@ -205,12 +205,6 @@ class _PartProgress:
             _report_progress(*self._reported)
 
 
-def close_sessions(wait: bool = True) -> None:
-    """End this process's graded suites (their threads); ``wait``: for the submission under
-    way to be done."""
-    PROCESS.close_sessions(wait)
-
-
 # What a grade depends on ------------------------------------------------------------------------
 
 
@@ -284,7 +278,7 @@ def _grade_in_pool(name: str, source: str | intake.Staged) -> Graded:
         return grade_one(name, source if staged else Path(source), PROCESS.settings)
     except KeyboardInterrupt:
         PROCESS.interrupted = True
-        close_sessions(wait=False)
+        PROCESS.close_sessions(wait=False)
         raise
 
 
@@ -306,11 +300,12 @@ def grade_many(
             for name, source in submissions:
                 yield name, grade_one(name, source, settings)
         except BaseException:
-            close_sessions(wait=False)  # Ctrl-C: not after the submission under way
+            # Ctrl-C: not after the submission under way
+            PROCESS.close_sessions(wait=False)
             raise
         finally:
             PROCESS.progress = None
-        close_sessions()
+        PROCESS.close_sessions()
         return
     unfinished = yield from _in_pool(submissions, settings, jobs, progress)
     # A grading process died: grade the rest one process each, so only the culprit loses.

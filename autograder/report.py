@@ -57,21 +57,23 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def is_current(out: Path, name: str, digests: dict[str, str]) -> bool:
-    """A finished ``results.json`` is there (files appear only complete, see ``atomic_write``),
-    made from the same submission files and suite, and the grader neither failed on it nor met
-    a fault on its side while grading it (``Graded.grader_events``)."""
+def current_results(out: Path, name: str, digests: dict[str, str]) -> dict | None:
+    """The finished ``results.json`` (files appear only complete, see ``atomic_write``), read,
+    when it was made from the same submission files and suite, and the grader neither failed
+    on it nor met a fault on its side while grading it (``Graded.grader_events``); else
+    ``None``: it is to be graded again."""
     try:
         results = json.loads((out / name / RESULTS).read_text(encoding="utf-8"))
         extra = results["extra_data"]
-        return (
+        current = (
             bool(digests)
             and not extra.get("grader_failed")
             and not extra.get("grader_events")
             and all(extra.get(key) == value for key, value in digests.items())
         )
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return False
+        return None
+    return results if current else None
 
 
 def write_submission(

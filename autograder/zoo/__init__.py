@@ -120,10 +120,10 @@ def run(
         grade_beside_reference(
             out, batch, settings_for(out, tmp, device, isolate), jobs, alone
         )
-    report.write_gradebook(
+    rows = report.write_gradebook(
         out, report.read_rows(out, [REFERENCE, *(m.name for m in mutants)])
     )
-    score = report.gradebook_row(out, REFERENCE)["score"]
+    score = next(row["score"] for row in rows if row["name"] == REFERENCE)
     return [judge(m, out) for m in mutants], score
 
 

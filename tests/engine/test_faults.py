@@ -101,7 +101,7 @@ def test_a_worker_killed_from_outside_mid_request_is_retried(
     # Marked in results.json, and graded again on the next run.
     digests = {"submission": "s", "suite": "t"}
     report.write_submission(tmp_path, graded, digests=digests)
-    assert not report.is_current(tmp_path, "reference", digests)
+    assert report.current_results(tmp_path, "reference", digests) is None
     row = report.gradebook_row(tmp_path, "reference")
     assert "SIGKILL" in row["problems"]
 
