@@ -374,10 +374,11 @@ def amended(
     a likely mistake, the student's code stopped at a stub, or the part's own files are the
     reference's (``submission`` holds the student's ``transformer_hw/``): then the failure
     comes from another part, whose feedback explains it. ``exc`` is an ``AssertionError``, a
-    ``StudentError`` or pytest's failure."""
+    ``StudentError`` or pytest's failure. A file the grader could not use ran no code: there
+    is nothing to diagnose."""
     if runner.diagnosis(exc) or runner.student_error(exc) == "NotImplementedError":
         return exc
-    if _unchanged(submission, part):
+    if runner.unusable_file(exc) or _unchanged(submission, part):
         return exc
     message = runner.explain(exc, hidden)
     found = diagnose(journal.entries, part, device)

@@ -22,6 +22,7 @@ from types import CodeType
 
 from autograder import forbidden, safe_text
 from autograder.points import MODULES, PACKAGE
+from autograder.runner import UNUSABLE_FILE
 
 MAX_FILE = forbidden.MAX_MODULE  # bytes; the reference's largest module is a few KB
 MAX_DEPTH = 3  # folders above the package when it is the only one in the upload
@@ -102,7 +103,10 @@ def stage(name: str, source: Path, into: Path) -> Staged:
         if problem:
             if data is not None or (files and not _mentioned(problems, filename)):
                 staged.problems.append(problem)
-            stand_in = f"raise ImportError({problem!r})\n"
+            stand_in = (
+                f"class {UNUSABLE_FILE}(ImportError):\n    pass\n\n\n"
+                f"raise {UNUSABLE_FILE}({problem!r})\n"
+            )
             (package / filename).write_text(stand_in, encoding="utf-8")
         else:
             (package / filename).write_bytes(data)

@@ -24,6 +24,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 GRADED_DIR = REPO / "tests" / "graded"
 MAX_MESSAGE = 2000  # characters of feedback per test
+#: What the grader's stand-in for a submitted file it cannot use raises on import
+#: (``intake.stage``): that file's problem, never a line of the student's to quote.
+UNUSABLE_FILE = "UnusableFile"
 
 
 class SuiteError(RuntimeError):
@@ -154,6 +157,8 @@ def explain(exc: BaseException, hidden: bool) -> str:
     """The concise reason a test failed: what the student must read, never a pytest dump."""
     from autograder.protocol import StudentError
 
+    if isinstance(exc, StudentError) and exc.type_name == UNUSABLE_FILE:
+        return f"{exc.message} (so this test could not run)"
     if isinstance(exc, StudentError):
         text = f"Your code raised {exc.type_name}: {exc.message}"
         frame = None if hidden else student_frame(exc.info.traceback)
@@ -211,9 +216,17 @@ def diagnosis(exc: BaseException) -> str:
 
 def student_error(exc: BaseException) -> str:
     """The kind of what the student's code raised behind a failure (``TimeoutError`` when a
-    call ran out of time), found also where the suite wrapped it in a message of its own."""
+    call ran out of time), found also where the suite wrapped it in a message of its own; none
+    where the grader's stand-in for an unusable file raised (``UNUSABLE_FILE``)."""
     raised = _raised(exc)
-    return raised.type_name if raised is not None else ""
+    return "" if raised is None or unusable_file(exc) else raised.type_name
+
+
+def unusable_file(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from the grader's stand-in for a file it could not use: no code
+    of the student's ran, so there is no line to quote and no mistake to diagnose."""
+    raised = _raised(exc)
+    return raised is not None and raised.type_name == UNUSABLE_FILE
 
 
 def _raised(exc: BaseException):

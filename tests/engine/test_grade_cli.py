@@ -60,6 +60,11 @@ def test_results_feedback_and_gradebook_of_a_batch(graded_batch):
     assert "rope.py has a syntax error at line" in broken["output"]
     assert all("rope.py has a syntax error" in t["output"] for t in broken["tests"])
     feedback = (out / "frank_broken" / "feedback.md").read_text()
+    # the file's problem, never a line of the grader's stand-in quoted as the student's
+    assert "raise " not in feedback and "transformer_hw/rope.py:" not in feedback
+    assert (
+        "your code raised" not in feedback.lower().split("## part 4")[1].split("## ")[0]
+    )
     assert "## Problems with the submission" in feedback and "## Part 4:" in feedback
     rows = gradebook(out)
     assert list(next(iter(rows.values())))[: 3 + len(PARTS)] == [
