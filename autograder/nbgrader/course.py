@@ -9,13 +9,15 @@ where nothing but ``pip install -r requirements.txt`` was run. nbgrader copies e
 hidden tests, the answer key and the bug zoo never go in: the handout's leak checks refuse the
 course otherwise. The configuration keeps the students' modules when autograding
 (``exclude_overwriting``; by default nbgrader would put the stubs back), registers our
-preprocessors, which grade those modules with the full suite in the sandbox, and makes the
-feedback's formulas readable offline.
+preprocessors, which grade those modules with the full suite in the sandbox, names the hidden
+tests only once the instructor releases them (``GradeModules.show_hidden_tests``), and makes
+the feedback's formulas readable offline and free of this machine's folders.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import shutil
 from pathlib import Path
 
@@ -41,9 +43,12 @@ STUDENT_FILES = tuple(f"{PACKAGE}/{module}.py" for module in MODULES)
 #: requirements, and its check cells run ``python -m autograder`` from the release folder.
 CHECK_RUNTIME = tuple(name for name in HANDOUT_FILES if name != "pyproject.toml")
 REQUIREMENTS = "requirements.txt"
-#: What the notebook imports beyond the check runtime (the handout's ``notebook`` extra).
-NOTEBOOK_REQUIREMENTS = ("ipykernel", "matplotlib")
+#: What the notebook needs beyond the check runtime: Jupyter, its kernel and its plots (the
+#: handout's ``notebook`` extra, whose version specifiers ``requirements.txt`` takes).
+NOTEBOOK_REQUIREMENTS = ("notebook", "ipykernel", "matplotlib")
 DISTRIBUTION = "transformer-hw-autograder"
+#: torch's CPU build for Linux, Windows and macOS alike (PyPI's Linux wheels are the CUDA build).
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 CONFIG_TEXT = '''\
 """nbgrader configuration of the {assignment} course, written by `autograder nbgrader`.
@@ -73,7 +78,12 @@ c.OverwriteCells.add_missing_cells = True
 c.GradeModules.device = "cpu"
 # Grading processes side by side for the run's students (default: one per CPU), e.g.
 # c.GradeModules.jobs = 4
-# The feedback's formulas as images, readable offline (nbgrader's page loads MathJax online).
+# The check cells, and so the feedback, count the hidden tests and name none of them. Once you
+# release them (after the due date), set True, then `nbgrader autograde {assignment} --force`
+# and `nbgrader generate_feedback {assignment} --force`: each hidden test, named, with its outcome.
+c.GradeModules.show_hidden_tests = False
+# The feedback's formulas as images, readable offline (nbgrader's page loads MathJax online),
+# and no folder of this machine in what the student's cells printed.
 c.GenerateFeedback.preprocessors = feedback_preprocessors()
 '''
 
@@ -113,17 +123,36 @@ def build_course(course: Path, cell_timeout: int = 30) -> Path:
 
 
 def requirements_text() -> str:
-    """``requirements.txt``: this project's own requirements (the check runtime's) as installed
-    here, and the notebook's."""
-    own = [
-        line
-        for line in importlib.metadata.requires(DISTRIBUTION) or []
-        if "extra ==" not in line
+    """``requirements.txt``: this project's own requirements (the check runtime's), torch held
+    to the minor release that recorded the public tests' stored answers and taken from
+    PyTorch's CPU index (PyPI too, where that index cannot be reached), and the notebook's."""
+    requires = importlib.metadata.requires(DISTRIBUTION) or []
+    own = [line for line in requires if "extra ==" not in line]
+    torch = importlib.metadata.version("torch").split("+")[0]  # 2.13.0+cpu: 2.13.0
+    minor = ".".join(torch.split(".")[:2])
+    own = [f"torch=={minor}.*" if _name(line) == "torch" else line for line in own]
+    notebook = [
+        line.split(";")[0].strip()
+        for line in requires
+        if "extra ==" in line and "notebook" in line.split("extra ==")[1]
     ]
+    missing = set(NOTEBOOK_REQUIREMENTS) - {_name(line) for line in notebook}
+    if missing:
+        raise CourseError(f"pyproject.toml's notebook extra lacks {sorted(missing)}")
     return (
-        "# What the notebook and its check cells need: pip install -r requirements.txt\n"
-        + "".join(f"{line}\n" for line in [*own, *NOTEBOOK_REQUIREMENTS])
+        "# What the notebook and its check cells need, with Jupyter to open it:\n"
+        "#   pip install -r requirements.txt   then   jupyter notebook\n"
+        "# torch's CPU build (about 200 MB) comes from PyTorch's index. Where that index cannot\n"
+        "# be reached, pip takes torch from PyPI, which on Linux x86_64 is the CUDA build: about\n"
+        "# 2.7 GB of downloads (nvidia-* packages), and it works on a CPU too.\n"
+        f"--extra-index-url {TORCH_CPU_INDEX}\n"
+        + "".join(f"{line}\n" for line in [*own, *notebook])
     )
+
+
+def _name(requirement: str) -> str:
+    """The distribution a requirement line names (``torch>=2.9`` -> ``torch``)."""
+    return re.split(r"[<>=!~;\[\s]", requirement, maxsplit=1)[0]
 
 
 def _refuse_leaks(assignment: Path) -> None:

@@ -8,7 +8,8 @@ the grade of the submitted modules, graded once, in the sandbox, with the same e
 as ``autograder grade`` (with every other student of the run: ``batch``). ``WritePartGrades``
 runs after the kernel, before nbgrader saves the grades, and replaces each check cell's outputs
 with the part's feedback and its earned points as the cell's result, which nbgrader reads as
-partial credit.
+partial credit. The feedback follows ``feedback.md``'s rule: the hidden tests are counted in
+points and named only once the instructor releases them (``GradeModules.show_hidden_tests``).
 
 nbgrader (0.9) scores a cell 0 when an output is an error or goes to stderr, the number in its
 first result otherwise, and full marks when there is no numeric result. So whatever goes wrong
@@ -41,7 +42,7 @@ GRADES = "autograder_grades"
 @dataclass(frozen=True)
 class PartGrade:
     points: int
-    feedback: str
+    feedback: str  # Markdown, as ``feedback.md`` writes it
 
 
 class GradingFailed(Exception):
@@ -55,8 +56,13 @@ class GradingFailed(Exception):
         self.detail = detail or message
 
 
-def part_grades(graded) -> dict[int, PartGrade]:
+def part_grades(graded, show_hidden: bool = False) -> dict[int, PartGrade]:
     """Each part's points and feedback from ``graded`` (a ``grade.Graded``).
+
+    The feedback is ``feedback.md``'s for that part: its line of the summary, the submission's
+    problems where the part lost points, then its tests. Unless ``show_hidden`` (the
+    instructor released the hidden tests), only the visible tests are named, the hidden ones
+    counted in points, so the feedback may go out before the due date.
 
     The full suite must have run: a grade from the public tests alone (a handout install of
     ``autograder``) would be a different grade, so it is refused.
@@ -80,26 +86,46 @@ def part_grades(graded) -> dict[int, PartGrade]:
             + ": grade with an install of the full autograder repository"
         )
     scores = report.part_scores(graded.tests)
-    sections = _sections(report.feedback_md(graded))
+    sections = _sections(
+        report.feedback_md(graded, None if show_hidden else HIDDEN_UNTIL)
+    )
     problems = sections.get("problems", "")
-    return {
-        k: PartGrade(
-            scores[k],
-            (problems + "\n\n" if problems and scores[k] < p.points else "")
-            + sections[k],
-        )
-        for k, p in PARTS.items()
-    }
+    grades = {}
+    for k, p in PARTS.items():
+        lines = [f"### Part {k}: {p.title}: {scores[k]}/{p.points} points", ""]
+        lines.append(sections["summary"][k])
+        hidden = [t for t in graded.tests if t.part == k and t.hidden]
+        if hidden and not show_hidden:
+            earned = sum(t.points for t in hidden if t.passed)
+            lines.append(
+                f"- Hidden tests: {earned}/{sum(t.points for t in hidden)} points; they are "
+                "named once your instructor releases them."
+            )
+        if problems and scores[k] < p.points:
+            lines += ["", "#### Problems with the submission", "", problems]
+        tests = sections[k].partition("\n")[2].strip()  # below its heading
+        lines += ["", "#### Tests", "", tests]
+        grades[k] = PartGrade(scores[k], "\n".join(lines))
+    return grades
 
 
-def _sections(feedback: str) -> dict[int | str, str]:
-    """``feedback.md`` cut at its level-2 headings: part number (or "problems") -> text."""
-    found: dict[int | str, str] = {}
+#: What the student's view says of when the hidden tests are shown (``report.feedback_md``).
+HIDDEN_UNTIL = "after_published"
+
+
+def _sections(feedback: str) -> dict:
+    """``feedback.md`` cut at its level-2 headings: part number -> its text, "problems" -> the
+    submission's problems, "summary" -> part number -> its line of the summary."""
+    found: dict = {"summary": {}}
     for chunk in re.split(r"^(?=## )", feedback, flags=re.MULTILINE):
         if match := re.match(r"## Part (\d+):", chunk):
             found[int(match.group(1))] = chunk.strip()
         elif chunk.startswith("## Problems"):
-            found["problems"] = chunk.strip()
+            found["problems"] = chunk.partition("\n")[2].strip()  # below its heading
+        elif chunk.startswith("## Summary"):
+            for line in chunk.splitlines():
+                if match := re.match(r"- Part (\d+) ", line):
+                    found["summary"][int(match.group(1))] = line
     return found
 
 
@@ -121,10 +147,19 @@ def check_outputs(part: int, max_points: float, grades) -> list:
             )
         ]
     earned = grades[part]
+    page = {"text/html": as_html(earned.feedback), "text/plain": earned.feedback + "\n"}
     return [
-        new_output("stream", name="stdout", text=earned.feedback + "\n"),
+        new_output("display_data", data=page),
         new_output("execute_result", data={"text/plain": str(earned.points)}),
     ]
+
+
+def as_html(markdown: str) -> str:
+    """The feedback's Markdown as HTML, for the notebook and nbgrader's feedback page; any
+    HTML in it (a student's text, quoted) is escaped, never rendered."""
+    import mistune  # nbconvert's Markdown renderer
+
+    return mistune.create_markdown(escape=True)(markdown)
 
 
 def _error(message: str):
@@ -155,6 +190,11 @@ class GradeModules(NbGraderPreprocessor):
         len(os.sched_getaffinity(0)),
         help="grading processes side by side (default: one per usable CPU)",
     ).tag(config=True)
+    show_hidden_tests = Bool(
+        False,
+        help="name the hidden tests and their outcomes in the check cells, and so in the "
+        "feedback: set it once they are released, then autograde again (--force)",
+    ).tag(config=True)
 
     def preprocess(self, nb, resources):
         if all(check_cell_part(_grade_id(cell) or "") is None for cell in nb.cells):
@@ -180,7 +220,7 @@ class GradeModules(NbGraderPreprocessor):
                 hidden_paths=(str(Path(coursedir.root).resolve()),),
             )
             graded = batch.graded(student, to_come, settings, self.jobs, self.log)
-            resources[GRADES] = part_grades(graded)
+            resources[GRADES] = part_grades(graded, self.show_hidden_tests)
             self.log.info(
                 "%s graded in %.1f s, waited %.1f s",
                 student,

@@ -258,7 +258,13 @@ def autograded(course, tmp_path_factory) -> dict:
             row["name"]: {k: int(row[f"part{k}"]) for k in PARTS}
             for row in csv.DictReader(f)
         }
-    return {"scores": scores, "grade": graded, "log": run["log"], "course": course}
+    return {
+        "scores": scores,
+        "grade": graded,
+        "log": run["log"],
+        "course": course,
+        "grades": out,
+    }
 
 
 def per_part(scores: dict[int, float]) -> dict[str, float]:
@@ -273,7 +279,12 @@ def read_cells(path: Path) -> dict[str, nbformat.NotebookNode]:
 
 
 def text_of(cell) -> str:
-    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    """What a cell printed: its streams, and the plain text of what it displayed."""
+    return "".join(
+        o.get("text", "") + o.get("data", {}).get("text/plain", "")
+        for o in cell.outputs
+        if o.output_type in ("stream", "display_data")
+    )
 
 
 # The course gives nothing away ----------------------------------------------------------------
@@ -457,6 +468,23 @@ def test_feedback_and_export_write_their_files(autograded):
     assert all(path.is_file() for path in html.values())
     page = html["mutant"].read_text(encoding="utf-8")
     assert MUTANT.diagnosis in page
+    # the mutant fails hidden tests: counted, never named, until they are released
+    results = json.loads((autograded["grades"] / "mutant" / "results.json").read_text())
+    failed_hidden = [
+        t["name"].partition(": ")[2]  # "Part 2: test_..."
+        for t in results["tests"]
+        if t["visibility"] != "visible" and t["score"] < t["max_score"]
+    ]
+    assert failed_hidden
+    assert not [name for name in failed_hidden if name in page]
+    assert "Hidden tests: " in page and "(hidden test)" not in page
+    # the per-part feedback is HTML, not Markdown, and names no folder of this machine
+    assert (
+        "<h3>Part 1: " in page and "### Part" not in page and "- FAILED: " not in page
+    )
+    for student, path in html.items():
+        text = path.read_text(encoding="utf-8")
+        assert str(course) not in text and sys.prefix not in text, student
     # the formulas are drawn into the page (readable offline), their TeX kept as alt text
     assert "$$\\mathrm{Attention}" not in page
     assert "data:image/svg+xml;base64," in page and 'alt="\\mathrm{Attention}' in page
@@ -560,6 +588,63 @@ def test_a_grade_from_the_public_tests_alone_or_a_failed_one_is_refused():
     failed = grade.Graded("s", [], ["the autograder failed"], failed=True, detail="why")
     with pytest.raises(preprocessors.GradingFailed, match="the autograder failed"):
         preprocessors.part_grades(failed)
+
+
+def graded_with_a_failing_hidden_test() -> grade.Graded:
+    """Every part: a public test worth all but one point, and a hidden one. Part 1's hidden
+    test fails, part 2's public one fails, with a message that holds HTML."""
+    tests = []
+    for k, p in PARTS.items():
+        message = "expected <b>3</b>" if k == 2 else ""
+        tests += [
+            grade.TestResult(
+                f"p{k}", f"test_public_{k}", k, p.points - 1, False, k != 2, message
+            ),
+            grade.TestResult(f"h{k}", f"test_secret_{k}", k, 1, True, k != 1, "x"),
+        ]
+    return grade.Graded("s", tests, ["rope.py is missing from the submission"])
+
+
+def test_the_check_cells_name_the_hidden_tests_only_once_released():
+    from autograder.nbgrader import preprocessors
+
+    graded = graded_with_a_failing_hidden_test()
+    for released in (False, True):
+        grades = preprocessors.part_grades(graded, show_hidden=released)
+        assert grades[1].points == PARTS[1].points - 1
+        shown = {
+            k: json.dumps(preprocessors.check_outputs(k, PARTS[k].points, grades))
+            for k in (1, 2)
+        }
+        assert ("test_secret_1" in shown[1]) is released
+        assert ("test_secret_2" in shown[2]) is released  # passed ones too
+        assert "test_public_1" in shown[1]
+        if not released:
+            assert "Hidden tests: 0/1 points" in grades[1].feedback
+    # the per-part summary and the problems as feedback.md has them, rendered as HTML
+    page = preprocessors.check_outputs(2, PARTS[2].points, grades)[0].data["text/html"]
+    assert "<h3>Part 2: Masks: 1/" in page and "<li>Part 2 (Masks): " in page
+    assert "rope.py is missing" in page
+    # text of the student's (a failure's message) is escaped, never markup
+    assert "expected &lt;b&gt;3&lt;/b&gt;" in page and "<b>3" not in page
+
+
+def test_the_feedback_names_no_folder_of_the_grading_machine():
+    from autograder.nbgrader.feedback import without_paths
+
+    traceback = (
+        "File \x1b[0;32m/home/prof/course/autograded/ada/transformer_hw/"
+        "transformer_hw/attention.py:12\x1b[0m, in softmax\n"
+        'File "/opt/env/lib/python3.11/site-packages/torch/functional.py", line 3\n'
+        "File ~/course/notes.py:3"
+    )
+    assert without_paths(traceback) == (
+        "File \x1b[0;32mattention.py:12\x1b[0m, in softmax\n"
+        'File "functional.py", line 3\n'
+        "File notes.py:3"
+    )
+    kept = "transformer_hw/attention.py:12, 3/4/5, https://example.org/a/b"
+    assert without_paths(kept) == kept
 
 
 def test_the_batch_holds_the_students_nbgrader_will_process(tmp_path):
