@@ -47,9 +47,8 @@ HANDOUT_FILES = (
 )
 HANDOUT_DIRS = ("data",)
 #: The student contract. The handout carries it at its top level as ``SPEC.md``, the name the
-#: feedback cites, without its notes for the graded suite.
+#: feedback cites. It is the students' alone: notes for test writers are in docs/TESTING.md.
 SPEC = "docs/SPEC.md"
-SUITE_NOTES = "\n## Notes for the graded suite"
 README_TEMPLATE = Path(__file__).with_name("handout_readme.md")
 NOTEBOOK = "transformer_hw.ipynb"
 #: The public test that holds each of the README's worked examples.
@@ -162,8 +161,8 @@ def write_notebook(path: Path) -> None:
 
 
 def student_spec(path: Path) -> str:
-    """The student contract as the handout ships it: its notes for the graded suite left out."""
-    return path.read_text(encoding="utf-8").split(SUITE_NOTES, 1)[0].rstrip() + "\n"
+    """The student contract as the handout ships it: the repository's, as it is."""
+    return path.read_text(encoding="utf-8")
 
 
 def student_readme(public_tests: set[str]) -> str:
