@@ -27,6 +27,7 @@ from autograder.release import (
     HANDOUT_FILES,
     REPO,
     SPEC,
+    TORCH_CPU_INDEX,
     find_leaks,
     record_answers,
     stub_files,
@@ -47,8 +48,6 @@ REQUIREMENTS = "requirements.txt"
 #: handout's ``notebook`` extra, whose version specifiers ``requirements.txt`` takes).
 NOTEBOOK_REQUIREMENTS = ("notebook", "ipykernel", "matplotlib")
 DISTRIBUTION = "transformer-hw-autograder"
-#: torch's CPU build for Linux, Windows and macOS alike (PyPI's Linux wheels are the CUDA build).
-TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 CONFIG_TEXT = '''\
 """nbgrader configuration of the {assignment} course, written by `autograder nbgrader`.

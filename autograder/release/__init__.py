@@ -4,6 +4,7 @@
 from autograder.release.handout import (
     HANDOUT_FILES,
     SPEC,
+    TORCH_CPU_INDEX,
     build_handout,
     record_answers,
     student_spec,
@@ -32,6 +33,7 @@ __all__ = [
     "REPO",
     "SOLUTIONS",
     "SPEC",
+    "TORCH_CPU_INDEX",
     "ReleaseError",
     "build_handout",
     "find_leaks",

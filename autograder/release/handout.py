@@ -51,6 +51,8 @@ HANDOUT_DIRS = ("data",)
 SPEC = "docs/SPEC.md"
 README_TEMPLATE = Path(__file__).with_name("handout_readme.md")
 NOTEBOOK = "transformer_hw.ipynb"
+#: PyTorch's index of CPU builds (PyPI's Linux wheels are the CUDA build).
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 #: The public test that holds each of the README's worked examples.
 EXAMPLE_TESTS = {
     "test_412_7": "test_scaled_dot_product_attention_example_412_7",
@@ -193,18 +195,25 @@ def student_readme(public_tests: set[str]) -> str:
         f"The assignment is worth {TOTAL_POINTS} points in {len(PARTS)} parts. Public tests "
         "ship with this handout; hidden tests run when your submission is graded."
     )
-    pins = [
-        f"{name}=={importlib.metadata.version(name)}"
+    # "2.13.0+cpu": the build's label is the index's business, not the version's
+    versions = {
+        name: importlib.metadata.version(name).split("+")[0]
         for name in ("torch", "hypothesis")
-    ]
+    }
+    pins = (
+        f"pip install torch=={versions['torch']} --index-url {TORCH_CPU_INDEX}`, "
+        f"then `pip install hypothesis=={versions['hypothesis']}"
+    )
     return string.Template(README_TEMPLATE.read_text(encoding="utf-8")).substitute(
         parts="\n".join(
             f"{part.number}. {part.title} ({', '.join(f'`{f}`' for f in part.files)})"
             for part in PARTS.values()
         ),
         builds_on=_builds_on(),
-        versions=" and ".join(pin.replace("==", " ") for pin in pins),
-        pins=" ".join(pins),
+        versions=" and ".join(
+            f"{name} {version}" for name, version in versions.items()
+        ),
+        pins=pins,
         points_intro=intro,
         points_table="\n".join(rows),
         public_total=public_total,
