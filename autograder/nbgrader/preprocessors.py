@@ -93,7 +93,7 @@ def part_grades(graded, show_hidden: bool = False) -> dict[int, PartGrade]:
     grades = {}
     for k, p in PARTS.items():
         lines = [f"### Part {k}: {p.title}: {scores[k]}/{p.points} points", ""]
-        lines.append(sections["summary"][k])
+        lines += [sections["summary"][k]] if k in sections["summary"] else []
         hidden = [t for t in graded.tests if t.part == k and t.hidden]
         if hidden and not show_hidden:
             earned = sum(t.points for t in hidden if t.passed)
@@ -104,7 +104,7 @@ def part_grades(graded, show_hidden: bool = False) -> dict[int, PartGrade]:
         if problems and scores[k] < p.points:
             lines += ["", "#### Problems with the submission", "", problems]
         tests = sections[k].partition("\n")[2].strip()  # below its heading
-        lines += ["", "#### Tests", "", tests]
+        lines += ["", "#### Tests", "", tests] if tests else []
         grades[k] = PartGrade(scores[k], "\n".join(lines))
     return grades
 
