@@ -19,6 +19,7 @@ from autograder.release import (
     ASSIGNMENTS,
     ORACLES,
     REPO,
+    TORCH_CPU_INDEX,
     ReleaseError,
     build_handout,
     find_leaks,
@@ -125,6 +126,28 @@ def test_handout_carries_the_student_contract(handout):
     assert len(FOR_TEST_WRITERS.findall(notes)) >= 3  # the pattern finds such notes
     with zipfile.ZipFile(handout) as archive:
         assert "handout/SPEC.md" in archive.namelist()
+
+
+def test_the_handouts_install_lines_name_releases_their_index_holds():
+    """The README's set-up takes torch's CPU build from PyTorch's index, and its fallback pins
+    name versions an index serves: ``torch==2.13.0`` from that index, never the installed
+    build's label (``2.13.0+cpu`` is no release of PyPI's)."""
+    from autograder.release.handout import EXAMPLE_TESTS, student_readme
+
+    text = student_readme(set(EXAMPLE_TESTS.values()))
+    assert f"pip install torch --index-url {TORCH_CPU_INDEX}\n" in text
+    pins = re.findall(r"`pip install ([^`]+)`", text)
+    torch_pin = [p for p in pins if p.startswith("torch==")]
+    assert torch_pin == [f"torch=={version('torch')} --index-url {TORCH_CPU_INDEX}"]
+    assert f"hypothesis=={version('hypothesis')}" in pins
+    assert not [p for p in pins if "+" in p]
+
+
+def version(name: str) -> str:
+    """The release of ``name`` installed here, without its build's label."""
+    import importlib.metadata
+
+    return importlib.metadata.version(name).split("+")[0]
 
 
 def start_pytest(submission: Path, tests: str, cwd: Path, log: Path, *more: str) -> Run:
