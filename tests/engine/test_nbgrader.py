@@ -361,8 +361,8 @@ def test_course_and_release_hold_what_the_check_cells_need_and_nothing_secret(
 
 
 def test_the_release_names_its_requirements():
-    """``requirements.txt`` holds this project's own requirements and the notebook's, which
-    the handout installs as its ``notebook`` extra."""
+    """``requirements.txt`` holds this project's own requirements and the notebook's (Jupyter
+    among them), which the handout installs as its ``notebook`` extra."""
     from autograder.nbgrader.course import requirements_text
 
     names = {
@@ -371,6 +371,13 @@ def test_the_release_names_its_requirements():
         if line and not line.startswith("#")
     }
     assert {"torch", "pytest", "hypothesis", "rich", *NOTEBOOK_REQUIREMENTS} <= names
+    # torch's CPU build, held to the minor release that recorded the stored answers
+    lines = requirements_text().splitlines()
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in lines
+    import torch
+
+    minor = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    assert f"torch=={minor}.*" in lines
     pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     extra = re.search(r"^notebook = \[(.*)\]$", pyproject, re.MULTILINE)
     assert extra, "pyproject.toml: no notebook extra"
