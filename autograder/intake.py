@@ -528,8 +528,9 @@ RESERVED = frozenset(
 
 
 def clean_name(name: str) -> str:
-    """A name that is safe as one folder's name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "submission"
+    """A name that is safe as one folder's name, at most ``safe_text.MAX_NAME`` long."""
+    clean = re.sub(r"[^A-Za-z0-9._-]+", "_", name)[: safe_text.MAX_NAME]
+    return clean.strip("._") or "submission"
 
 
 def unique_names(found: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
