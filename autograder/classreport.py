@@ -3,8 +3,9 @@
 Made from the findings each ``results.json`` carries (``autograder.findings``) and from the
 gradebook's rows, and never from feedback's wording: the terminal's table, the page and the
 gradebook's ``problems`` column say the same things about the same submissions. The terminal
-shows the first rows of each list and says how many more the page holds. The page is one file with its plots as inline SVG: it opens anywhere,
-offline, and can be mailed to the course staff as it is.
+shows the first rows of each list and says how many more the page holds. The page is one file
+with its plots as inline SVG: it opens anywhere, offline, on a phone as on a desktop, and can be
+mailed to the course staff as it is.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import json
 import re
 import statistics
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.table import Table
 
-from autograder import report, safe_text
+from autograder import findings, report, safe_text
 from autograder.points import PARTS, TOTAL_POINTS
 
 REPORT = "report.html"
@@ -27,7 +28,7 @@ SHOWN = 10  # rows of each list in the terminal, the rest in the page
 
 @dataclass(frozen=True)
 class ClassSummary:
-    rows: list[dict]  # the gradebook's rows
+    rows: list[dict]  # the gradebook's rows: every student the output folder holds
     not_graded: list[str]  # names in the batch without a grade
     # likely mistake, who made it (in any part); most common first
     mistakes: list[tuple[str, list[str]]]
@@ -36,6 +37,12 @@ class ClassSummary:
     ]  # test, how many submissions failed it; most first
     # submission, what went wrong beyond its score (its gradebook ``problems``)
     troubles: list[tuple[str, str]]
+    #: each student's first problem (Markdown): a trouble, else the first failing part
+    first_problems: dict[str, str] = field(default_factory=dict)
+    batch: list[str] = field(default_factory=list)  # the names of this run's batch
+    graded_now: int = (
+        0  # how many of them this run graded (the others kept their grade)
+    )
 
     @property
     def scores(self) -> list[int]:
@@ -51,17 +58,22 @@ class ClassSummary:
         return statistics.fmean(r[f"part{k}"] for r in self.rows) if self.rows else 0.0
 
 
-def summarize(out: Path, names: list[str], rows: list[dict]) -> ClassSummary:
-    """The summary of a batch from its gradebook rows and the findings in its
-    ``results.json`` files."""
+def summarize(
+    out: Path, names: list[str], rows: list[dict], graded_now: int = 0
+) -> ClassSummary:
+    """The summary of the gradebook ``rows`` from the findings in their ``results.json``
+    files; ``names`` is this run's batch, of which ``graded_now`` were graded."""
     made: dict[str, set[str]] = {}
     failed: Counter[str] = Counter()
+    first: dict[str, str] = {}
     for row in rows:
         name = row["name"]
         results = json.loads((out / name / report.RESULTS).read_text(encoding="utf-8"))
         failed.update(t["name"] for t in results["tests"] if t["status"] == "failed")
-        for _, diagnosis in report.read_findings(results).mistakes():
+        found = report.read_findings(results)
+        for _, diagnosis in found.mistakes():
             made.setdefault(diagnosis, set()).add(name)
+        first[name] = _first_problem(found)
     graded = {row["name"] for row in rows}
     mistakes = sorted(made.items(), key=lambda item: (-len(item[1]), item[0]))
     return ClassSummary(
@@ -70,7 +82,23 @@ def summarize(out: Path, names: list[str], rows: list[dict]) -> ClassSummary:
         mistakes=[(d, sorted(who)) for d, who in mistakes],
         failed_tests=sorted(failed.items(), key=lambda item: (-item[1], item[0])),
         troubles=[(row["name"], row["problems"]) for row in rows if row["problems"]],
+        first_problems=first,
+        batch=sorted(names),
+        graded_now=graded_now,
     )
+
+
+def _first_problem(found: findings.Findings) -> str:
+    """What to look at first (Markdown): the first trouble, else the first part that lost
+    points, with its first failing test and its likely mistake."""
+    troubles = found.troubles()
+    if troubles:
+        return troubles[0]
+    for p in found.parts:
+        if p.first_failure:
+            line = f"part {p.part}: `{p.first_failure}` failed"
+            return line + (f" (likely mistake: {p.diagnosis})" if p.diagnosis else "")
+    return ""
 
 
 def _who(names: list[str], limit: int = 5) -> str:
@@ -85,11 +113,14 @@ def summary_table(summary: ClassSummary) -> Table:
     table = Table(title="Class summary", show_header=False)
     table.add_column(style="bold")
     table.add_column()
-    graded = f"{len(summary.rows)}"
+    table.add_row("students in the gradebook", str(len(summary.rows)))
+    graded = f"{summary.graded_now} of this run's {len(summary.batch)}"
+    kept = len(summary.batch) - summary.graded_now - len(summary.not_graded)
+    graded += f" ({kept} unchanged, kept)" if kept > 0 else ""
     if summary.not_graded:
         who = safe_text.terminal_cell(_who(summary.not_graded))
-        graded += f" ({len(summary.not_graded)} not graded: {who})"
-    table.add_row("submissions graded", graded)
+        graded += f"; {len(summary.not_graded)} not graded: {who}"
+    table.add_row("graded this run", graded)
     table.add_row(
         "mean / median score",
         f"{summary.mean():.1f} / {summary.median():.1f} of {TOTAL_POINTS}",
@@ -110,8 +141,37 @@ def summary_table(summary: ClassSummary) -> Table:
         table.add_row(f"failed by {count}", safe_text.terminal_cell(test))
     _more(table, "failed by", summary.failed_tests)
     for name, what in summary.troubles[:SHOWN]:
-        table.add_row("trouble", safe_text.terminal_cell(f"{name}: {what}"))
+        table.add_row(
+            "trouble", safe_text.terminal_cell(f"{name}: {safe_text.md_plain(what)}")
+        )
     _more(table, "trouble", summary.troubles)
+    return table
+
+
+#: The most students the terminal's table of the batch lists: about a screenful.
+SCREENFUL = 30
+#: The most characters of a first problem in that table (the files hold all of it).
+PROBLEM_WIDTH = 100
+
+
+def student_table(summary: ClassSummary) -> Table:
+    """This run's students, one row each (name, score, first problem): up to
+    ``SCREENFUL`` of them, then how many more the gradebook holds."""
+    scores = {row["name"]: row["score"] for row in summary.rows}
+    table = Table(title="This run's students")
+    table.add_column("student")
+    table.add_column("score", justify="right")
+    table.add_column("first problem")
+    for name in summary.batch[:SCREENFUL]:
+        score = f"{scores[name]}/{TOTAL_POINTS}" if name in scores else "not graded"
+        problem = safe_text.md_plain(summary.first_problems.get(name, ""))
+        problem = safe_text.capped(problem, PROBLEM_WIDTH)
+        table.add_row(
+            safe_text.terminal_cell(name), score, safe_text.terminal_cell(problem)
+        )
+    more = len(summary.batch) - SCREENFUL
+    if more > 0:
+        table.add_row(f"... and {more} more", "", f"in {report.GRADEBOOK}, {REPORT}")
     return table
 
 
@@ -129,9 +189,35 @@ def write_report(out: Path, summary: ClassSummary) -> Path:
     return path
 
 
+#: The page's style: it fits a phone (390 px) as a desktop: wide tables scroll inside their
+#: own box, long text wraps, the plots shrink to the width.
+STYLE = """
+*, *::before, *::after { box-sizing: border-box; }
+body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 0 auto;
+  padding: 0.75rem; color: #222; line-height: 1.4; }
+h1 { font-size: 1.5rem; margin: 0.5rem 0; }
+h2 { font-size: 1.15rem; margin: 1.5rem 0 0.5rem; }
+.scroll { overflow-x: auto; max-width: 100%; margin: 0.25rem 0 1rem; }
+table { border-collapse: collapse; }
+th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: left;
+  vertical-align: top; }
+td.n { text-align: right; white-space: nowrap; }
+td.text { min-width: 10rem; max-width: 32rem; overflow-wrap: anywhere; }
+code { background: #f2f2f2; padding: 0 0.15em; overflow-wrap: anywhere; }
+.plots { display: flex; flex-wrap: wrap; gap: 0 2rem; }
+.plots > div { flex: 1 1 18rem; min-width: 0; }
+svg { display: block; max-width: 100%; height: auto; }
+svg text { font-size: 11px; fill: #222; }
+summary { cursor: pointer; }
+"""
+
+
 def report_html(summary: ClassSummary) -> str:
+    """The page: the class at a glance, the students who need attention and the gradebook
+    first, then the plots and what the class got wrong."""
     head = [
-        ("submissions graded", str(len(summary.rows))),
+        ("students in the gradebook", str(len(summary.rows))),
+        ("graded this run", str(summary.graded_now)),
         ("not graded", ", ".join(summary.not_graded) or "none"),
         ("mean score", f"{summary.mean():.1f} of {TOTAL_POINTS}"),
         ("median score", f"{summary.median():.1f} of {TOTAL_POINTS}"),
@@ -152,62 +238,83 @@ def report_html(summary: ClassSummary) -> str:
         )
         for r in summary.rows
     ]
+    attention = [*summary.troubles, *((n, "not graded") for n in summary.not_graded)]
+    plots = [
+        ("Score distribution", _histogram(summary.scores)),
+        (
+            "Mean points per part",
+            _bars(
+                [(f"P{k}", summary.part_mean(k), p.points) for k, p in PARTS.items()]
+            ),
+        ),
+    ]
+    plot_html = "\n".join(f"<div><h2>{t}</h2>\n{svg}</div>" for t, svg in plots)
+    book_header = ("name", "score", *(f"P{k}" for k in PARTS), "problems")
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Class report</title>
-<style>
-body {{ font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; color: #222; }}
-table {{ border-collapse: collapse; margin: 0.5rem 0 1.5rem; }}
-th, td {{ border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: left; }}
-td.n {{ text-align: right; }}
-svg text {{ font-size: 11px; fill: #222; }}
-</style>
+<style>{STYLE}</style>
 </head>
 <body>
 <h1>Class report</h1>
 {_table("summary", ("", "class"), head)}
-<h2>Score distribution</h2>
-{_histogram(summary.scores)}
-<h2>Mean points per part</h2>
-{_bars([(f"P{k}", summary.part_mean(k), p.points) for k, p in PARTS.items()])}
+<h2>Needs attention ({len(attention)})</h2>
+{_table("troubles", ("submission", "what happened"), attention, markdown={1})}
+<h2>Gradebook ({len(book)})</h2>
+{_table("gradebook", book_header, book, markdown={len(book_header) - 1})}
+<div class="plots">
+{plot_html}
+</div>
 {_table("part-means", ("part", "mean", "points"), means)}
-<h2>Most common likely mistakes</h2>
-{_table("mistakes", ("likely mistake", "submissions", "who"), mistakes)}
-<h2>Tests failed most</h2>
-{_table("failed-tests", ("test", "submissions"), failed)}
-<h2>Submissions that hit limits or broke</h2>
-{_table("troubles", ("submission", "what happened"), summary.troubles)}
-<h2>Gradebook</h2>
-{_table("gradebook", ("name", "score", *(f"P{k}" for k in PARTS), "problems"), book)}
+{_section("Most common likely mistakes", _table("mistakes", ("likely mistake", "submissions", "who"), mistakes), len(mistakes))}
+{_section("Tests failed most", _table("failed-tests", ("test", "submissions"), failed), len(failed))}
 </body>
 </html>
 """
 
 
-def _table(ident: str, header: tuple[str, ...], rows) -> str:
+def _section(title: str, body: str, count: int) -> str:
+    """A titled list, folded away when it is longer than the terminal's (``SHOWN``)."""
+    if count <= SHOWN:
+        return f"<h2>{title}</h2>\n{body}"
+    return (
+        f'<details>\n<summary><h2 style="display:inline">{title} ({count})</h2>'
+        f"</summary>\n{body}\n</details>"
+    )
+
+
+def _table(ident: str, header: tuple[str, ...], rows, markdown=frozenset()) -> str:
+    """A table in a box of its own that scrolls sideways where the page is narrower; the
+    columns in ``markdown`` hold the grader's sentences (``safe_text.md_html``)."""
     e = safe_text.html_text
     if not rows:
         return f'<p id="{ident}">None.</p>'
+
+    def cell(i: int, c: str) -> str:
+        if i in markdown:
+            return f'<td class="text">{safe_text.md_html(c)}</td>'
+        if re.fullmatch(r"[\d.]+", c):
+            return f'<td class="n">{e(c)}</td>'
+        return f'<td class="text">{e(c)}</td>'
+
     head = "".join(f"<th>{e(h)}</th>" for h in header)
     body = "\n".join(
-        "<tr>"
-        + "".join(
-            f'<td class="n">{e(c)}</td>'
-            if re.fullmatch(r"[\d.]+", c)
-            else f"<td>{e(c)}</td>"
-            for c in row
-        )
-        + "</tr>"
+        "<tr>" + "".join(cell(i, c) for i, c in enumerate(row)) + "</tr>"
         for row in rows
     )
-    return f'<table id="{ident}">\n<tr>{head}</tr>\n{body}\n</table>'
+    return (
+        f'<div class="scroll">\n<table id="{ident}">\n<tr>{head}</tr>\n{body}\n'
+        "</table>\n</div>"
+    )
 
 
 def _svg(width: int, height: int, body: list[str], label: str) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" '
         f'role="img" aria-label="{safe_text.html_text(label)}">\n'
         + "\n".join(body)
         + "\n</svg>"

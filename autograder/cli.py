@@ -34,29 +34,44 @@ def cmd_gradescope(args: argparse.Namespace) -> int:
 def cmd_grade(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from autograder import batch as batch_grading
-    from autograder import grade, intake
-
     console = Console(file=sys.stdout)
-    out = Path(args.out)
     if args.results and not args.single:
         console.print("[red]--results needs --single[/]")
         return 2
     if args.shard and args.single:
         console.print("[red]--shard slices a batch: not with --single[/]")
         return 2
+    if args.shard and (args.remove or args.prune):
+        console.print(
+            "[red]--remove and --prune change a gradebook: not with --shard[/]"
+        )
+        return 2
+    if not args.paths and not args.remove:
+        console.print("[red]give the submissions to grade (or --remove NAME)[/]")
+        return 2
+    # A zipped batch is unpacked into the staging folder, which outlasts the grading.
+    with tempfile.TemporaryDirectory(prefix="autograder-batch-") as staging:
+        return _grade_in(console, args, Path(staging))
+
+
+def _grade_in(console, args: argparse.Namespace, staging: Path) -> int:
+    from autograder import batch as batch_grading
+    from autograder import grade, intake
+
+    out = Path(args.out)
     batch = None  # with --shard: the whole batch's names, of which found is a slice
     if args.single:
         if len(args.paths) != 1:
             console.print("[red]--single grades one upload: give one path[/]")
             return 2
         source, problem = intake.find_upload(Path(args.paths[0]))
-        found = [(intake.clean_name(args.single), source)]
+        found = intake.unique_names([(args.single, source)])
         problems = {found[0][0]: problem} if problem else {}
     else:
-        found = intake.find([Path(p) for p in args.paths])
+        paths = [Path(p) for p in args.paths]
+        found = intake.find(paths, unpack=staging / "unpacked") if paths else []
         problems = {}
-        if not found:
+        if paths and not found:
             console.print(f"[red]no submissions found in {' '.join(args.paths)}[/]")
             return 2
         if args.shard:
@@ -68,34 +83,35 @@ def cmd_grade(args: argparse.Namespace) -> int:
     # only to say what to upload.
     nothing_to_grade = len(problems) == len(found)  # also a shard that owns none
     try:
-        with tempfile.TemporaryDirectory(prefix="autograder-batch-") as staging:
-            settings = grade.Settings(
-                device=args.device if nothing_to_grade else _device(args.device),
-                call_timeout=args.timeout,
-                hidden_paths=tuple(
-                    str(p.resolve())
-                    for p in (
-                        out,
-                        Path(staging),  # every submission of the batch, staged
-                        *map(Path, args.paths),
-                        *([Path(args.results).parent] if args.results else []),
-                    )
-                ),
-                keyword=args.keyword,
-                hidden_visibility=args.hidden_visibility,
-            )
-            failed = batch_grading.grade_batch(
-                console,
-                Path(staging),
-                out,
-                found,
-                problems,
-                settings,
-                jobs=args.jobs,
-                force=args.force,
-                shard=args.shard,
-                batch=batch,
-            )
+        settings = grade.Settings(
+            device=args.device if nothing_to_grade else _device(args.device),
+            call_timeout=args.timeout,
+            hidden_paths=tuple(
+                str(p.resolve())
+                for p in (
+                    out,
+                    staging,  # every submission of the batch, staged
+                    *map(Path, args.paths),
+                    *([Path(args.results).parent] if args.results else []),
+                )
+            ),
+            keyword=args.keyword,
+            hidden_visibility=args.hidden_visibility,
+        )
+        failed = batch_grading.grade_batch(
+            console,
+            staging / "staged",
+            out,
+            found,
+            problems,
+            settings,
+            jobs=args.jobs,
+            force=args.force,
+            shard=args.shard,
+            batch=batch,
+            remove=tuple(args.remove),
+            prune=args.prune,
+        )
     except KeyboardInterrupt:
         console.print(
             "[yellow]interrupted: what was graded is kept; run again to go on[/]"
@@ -110,7 +126,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from autograder import classreport, report, shards
+    from autograder import batch, shards
 
     console = Console(file=sys.stdout)
     out = Path(args.out)
@@ -119,14 +135,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     except shards.ShardError as exc:
         console.print(f"autograder merge: {exc}", style="red", markup=False)
         return 2
-    rows = report.write_gradebook(out, report.read_rows(out, names))
-    summary = classreport.summarize(out, names, rows)
-    classreport.write_report(out, summary)
-    console.print(classreport.summary_table(summary))
-    console.print(
-        f"{len(args.folders)} shards merged: results in {out}/<name>/results.json, gradebook "
-        f"in {out / report.GRADEBOOK}, class report in {out / classreport.REPORT}"
-    )
+    console.print(f"{len(args.folders)} shards merged", markup=False)
+    batch.write_class_files(console, out, names, {}, len(names))
     return 0
 
 
@@ -277,7 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="grade submissions in the sandbox",
     )
     grade.add_argument(
-        "paths", nargs="+", help="submissions (folders or zips) or batch folders"
+        "paths",
+        nargs="*",
+        help="submissions (folders or zips), batch folders (a folder or zip per student, "
+        "or a folder per student holding its zip), or zips of a batch",
     )
     grade.add_argument("--out", required=True, help="folder for the grades")
     grade.add_argument(
@@ -310,6 +323,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --single: also write its results.json to FILE (always, even on failure)",
     )
 
+    grade.add_argument(
+        "--remove",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="take NAME's grades out of --out and its gradebook (repeat for more); "
+        "the gradebook keeps every other student graded into --out",
+    )
+    grade.add_argument(
+        "--prune",
+        action="store_true",
+        help="keep in --out and its gradebook only the students of this batch",
+    )
     grade.add_argument(
         "--shard",
         metavar="I/N",

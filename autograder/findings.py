@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from autograder import safe_text
 from autograder.points import PARTS
 
 #: What the sandbox raises when the student's code runs into one of its limits.
@@ -79,7 +80,7 @@ def find(tests, problems: list[str]) -> Findings:
                 sum(t.points for t in own if t.passed),
                 sum(t.points for t in own),
                 first.name if first else "",
-                first.error if first else "",
+                safe_text.capped(first.error) if first else "",
                 next((t.diagnosis for t in failed if t.diagnosis), ""),
             )
         )

@@ -39,18 +39,24 @@ class Staged:
     problems: list[str] = field(default_factory=list)
 
 
-def find(paths: list[Path]) -> list[tuple[str, Path]]:
+def find(paths: list[Path], unpack: Path | None = None) -> list[tuple[str, Path]]:
     """``(name, path)`` of every submission under ``paths``: each one, or each one in a batch.
 
     A folder is one submission when it holds the package or module files, or one package
     anywhere down to ``MAX_DEPTH`` folders (only a batch holds several), or holds nothing but
-    one folder or one zip (``_only_entry`` says whose it is); otherwise each sub-folder or zip
-    that holds a submission is one. A folder given here that holds none at all is one
-    submission too, so its owner is told what to upload.
+    one folder or one zip (``_only_entry`` says whose it is). Otherwise, when one of its
+    folders or zips is a student's (``_a_students``: a package, a zip, or a folder holding one
+    upload, as course platforms export them), it is a batch and every folder and zip in it is
+    one student's, named by it: one that holds nothing to grade is reported for that student,
+    never dropped. A folder given here that holds none at all is one submission too, so its
+    owner is told what to upload. A zip of student folders (``_zipped_batch``) is unpacked
+    into ``unpack`` and read as that batch.
     """
     found: list[tuple[str, Path]] = []
     for path in map(Path, paths):
-        if _is_zip(path):
+        if _is_zip(path) and unpack is not None and _zipped_batch(path):
+            found += find([_unpack_batch(path, unpack / clean_name(path.stem))])
+        elif _is_zip(path):
             found.append((path.stem, path))
         elif path.is_dir() and _holds_modules(path):
             found.append((path.name, path))
@@ -59,16 +65,129 @@ def find(paths: list[Path]) -> list[tuple[str, Path]]:
                 c for c in sorted(path.iterdir()) if not c.name.startswith((".", "__"))
             ]
             inner = [c for c in entries if c.is_dir() or _is_zip(c)]
-            with_package = [c for c in inner if _is_zip(c) or _package_dir(c)]
+            students = sum(map(_a_students, inner))
             if len(inner) == 1:
                 found.append(_only_entry(path, inner[0]))
-            elif not any(map(_is_zip, inner)) and len(_module_folders(path)) == 1:
+            elif (
+                students < 2
+                and not any(map(_is_zip, inner))
+                and (len(_module_folders(path)) == 1)
+            ):
                 found.append((path.name, path))  # one package, deeper down
-            elif with_package:
-                found += [(c.stem if _is_zip(c) else c.name, c) for c in with_package]
+            elif students:
+                found += [_student(c) for c in inner]
             else:
                 found.append((path.name, path))
     return unique_names(found)
+
+
+def _a_students(entry: Path) -> bool:
+    """``entry`` of a folder is a student's upload: a zip, a folder with the package (up to
+    ``MAX_DEPTH`` down), or a folder holding one zip (a course platform's folder per
+    student)."""
+    if _is_zip(entry) or _package_dir(entry) is not None:
+        return True
+    only = _one_upload(entry)
+    return only is not None and _is_zip(only)
+
+
+def _one_upload(folder: Path) -> Path | None:
+    """The one zip or folder in ``folder``, when it holds nothing else but files that are
+    neither (a platform's notes beside the upload)."""
+    if not folder.is_dir():
+        return None
+    inner = [
+        c
+        for c in folder.iterdir()
+        if not c.name.startswith((".", "__")) and (c.is_dir() or _is_zip(c))
+    ]
+    return inner[0] if len(inner) == 1 else None
+
+
+def _student(entry: Path) -> tuple[str, Path]:
+    """``(name, path)`` of one student's entry of a batch, named by the entry: a folder that
+    holds one zip and no module files is graded from that zip."""
+    if _is_zip(entry):
+        return entry.stem, entry
+    only = _one_upload(entry)
+    if only is not None and _is_zip(only) and not _module_folders(entry):
+        return entry.name, only
+    return entry.name, entry
+
+
+#: The most bytes of one member unpacked from a zipped batch (a student's own zip in it).
+MAX_UNPACKED = 64 << 20
+
+
+def _safe_members(
+    archive: zipfile.ZipFile,
+) -> list[tuple[PurePosixPath, zipfile.ZipInfo]]:
+    """The regular, visible members of ``archive`` that stay inside its folder."""
+    members = []
+    for info in archive.infolist():
+        path = PurePosixPath(info.filename.replace("\\", "/"))
+        if (
+            info.is_dir()
+            or path.is_absolute()
+            or ".." in path.parts
+            or re.match(r"^[A-Za-z]:", info.filename)
+            or stat.S_ISLNK(info.external_attr >> 16)
+            or any(part.startswith((".", "__MACOSX")) for part in path.parts)
+        ):
+            continue
+        members.append((path, info))
+    return members
+
+
+def _batch_root(paths: list[PurePosixPath]) -> int:
+    """How many folders wrap the whole zip (``export/ada/submission.zip``: one), at most one."""
+    tops = {p.parts[0] for p in paths}
+    return 1 if len(tops) == 1 and all(len(p.parts) > 1 for p in paths) else 0
+
+
+def _zipped_batch(path: Path) -> bool:
+    """``path`` is a zip of student folders: no module file at its top, and two folders or
+    more that each hold a zip or module files."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            paths = [p for p, _ in _safe_members(archive)]
+    except Exception:  # noqa: BLE001 - an unreadable zip is one submission's problem
+        return False
+    if not paths:
+        return False
+    skip = _batch_root(paths)
+    paths = [PurePosixPath(*p.parts[skip:]) for p in paths]
+    if any(p.name in EXPECTED and _depth(p.parent) == 0 for p in paths):
+        return False
+    students = {
+        p.parts[0]
+        for p in paths
+        if len(p.parts) > 1 and (p.suffix == ".zip" or p.name in EXPECTED)
+    }
+    return len(students) >= 2
+
+
+def _unpack_batch(path: Path, into: Path) -> Path:
+    """Unpack the student folders of the zipped batch ``path`` into ``into``: only their zips
+    and Python files (each cut to what intake reads of it), inside the folder; ``into``."""
+    into.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path) as archive:
+        members = _safe_members(archive)
+        skip = _batch_root([p for p, _ in members])
+        for member, info in members:
+            member = PurePosixPath(*member.parts[skip:])
+            if member.suffix not in (".zip", ".py") or len(member.parts) < 2:
+                continue
+            limit = MAX_UNPACKED if member.suffix == ".zip" else MAX_FILE + 1
+            target = into.joinpath(*member.parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                with archive.open(info) as f:
+                    target.write_bytes(f.read(limit))
+            # A member that cannot be read stays out; its student is told what is missing.
+            except Exception:  # noqa: BLE001
+                target.unlink(missing_ok=True)
+    return into
 
 
 def _only_entry(folder: Path, only: Path) -> tuple[str, Path]:
@@ -167,7 +286,10 @@ def _compile(filename: str, data: bytes | None) -> tuple[CodeType | None, str | 
         # As an import compiles it, without -O (``bytecode_file``).
         return compile(text, filename, "exec", dont_inherit=True, optimize=0), None
     except SyntaxError as exc:
-        return None, f"{filename} has a syntax error at line {exc.lineno}: {exc.msg}"
+        return None, (
+            f"{filename} has a syntax error at line {exc.lineno}: "
+            f"{safe_text.capped(exc.msg, 300)}"
+        )
     except ValueError as exc:  # null bytes
         return None, f"{filename} cannot be compiled: {exc}"
     except (RecursionError, MemoryError):
@@ -176,7 +298,13 @@ def _compile(filename: str, data: bytes | None) -> tuple[CodeType | None, str | 
             "split long expressions and deep nesting into statements"
         )
     except Exception as exc:  # noqa: BLE001 - the text is the only input
-        return None, f"{filename} cannot be compiled ({type(exc).__name__}: {exc})"
+        return None, f"{filename} cannot be compiled ({_said(exc)})"
+
+
+def _said(exc: BaseException) -> str:
+    """What ``exc`` says, capped: it may quote the student's text (each output escapes it)."""
+    text = str(exc) if isinstance(exc, (LookupError, SyntaxError)) else ""
+    return safe_text.capped(text or f"{type(exc).__name__}: {exc}", 300)
 
 
 def _decode(filename: str, data: bytes) -> tuple[str | None, str | None]:
@@ -187,14 +315,14 @@ def _decode(filename: str, data: bytes) -> tuple[str | None, str | None]:
     except UnicodeDecodeError as exc:
         undecodable = exc
     except LookupError as exc:  # a coding line naming a codec that is no text encoding
-        return None, f"{filename} cannot be read: {exc}"
+        return None, f"{filename} cannot be read: {_said(exc)}"
     except SyntaxError as exc:  # no UTF-8 in the first two lines, or an unknown coding
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as decoding:
             undecodable = decoding
         else:
-            return None, f"{filename} cannot be read: {exc}"
+            return None, f"{filename} cannot be read: {_said(exc)}"
     byte = f"byte 0x{data[undecodable.start]:02x} at offset {undecodable.start}"
     return None, f"{filename} is not {undecodable.encoding.upper()} text ({byte})"
 
@@ -228,7 +356,7 @@ def _choose(folders: set[PurePosixPath]) -> PurePosixPath | str:
     best = ranked[0]
     limit = MAX_DEPTH if len(folders) == 1 else 1
     if _depth(best) > limit:
-        where = ", ".join(safe_text.md_code_span(f"{f}/") for f in ranked[:3])
+        where = safe_text.name_list([f"{f}/" for f in ranked], count=3)
         return (
             f"the module files are {_depth(best)} folders down ({where}); put "
             f"{PACKAGE}/ at most {limit} folder{'s' * (limit != 1)} down"
@@ -264,25 +392,36 @@ def _module_folders(path: Path) -> set[PurePosixPath]:
 
 
 def left_out(names) -> list[str]:
-    """The problem of each Python file beside the module files: only those are graded. The
-    name is the student's, so it is quoted as code (one line, nothing in it read)."""
-    return [
-        f"{safe_text.md_code_span(name)} is not one of the assignment's files "
-        f"({', '.join(EXPECTED[:3])}, ...), so it was left out and code that imports it "
-        "fails: keep helpers in the module files that use them"
-        for name in sorted(set(names))
-        if name.endswith(".py") and name not in EXPECTED and name != "__init__.py"
-    ]
+    """One problem for the Python files beside the module files (only those are graded), or
+    none. The names are the student's: quoted as code, and capped in length and number
+    (``safe_text.name_list``), however many files the upload holds."""
+    extra = sorted(
+        {
+            name
+            for name in names
+            if name.endswith(".py") and name not in EXPECTED and name != "__init__.py"
+        }
+    )
+    if not extra:
+        return []
+    one = len(extra) == 1
+    problem = (
+        f"{safe_text.name_list(extra)} "
+        f"{'is not one of' if one else 'are not among'} the assignment's files "
+        f"({', '.join(EXPECTED[:3])}, ...), so {'it was' if one else 'they were'} left out "
+        f"and code that imports {'it' if one else 'them'} fails: keep helpers in the "
+        "module files that use them"
+    )
+    return [problem]
 
 
 def nothing_to_grade(names: list[str]) -> str:
     """The problem of an upload without module files, and what to upload instead."""
-    listed = ", ".join(map(safe_text.md_code_span, names[:5]))
-    listed += ", ..." if len(names) > 5 else ""
+    listed = safe_text.name_list(names, count=5)
     what = f"holds no module file (it has: {listed})" if names else "is empty"
     return (
         f"nothing to grade: the upload {what}. Upload a zip of your {PACKAGE}/ folder "
-        f"(python -m zipfile -c submission.zip assignments/{PACKAGE}) or its module files "
+        f"(`python -m zipfile -c submission.zip assignments/{PACKAGE}`) or its module files "
         f"({', '.join(EXPECTED[:3])}, ...)"
     )
 
@@ -314,15 +453,26 @@ def _read_dir(source: Path) -> tuple[dict[str, bytes], list[str]]:
     return files, problems
 
 
+def _ignored(names: list[str], one: str, several: str) -> list[str]:
+    """One problem for the zip entries ``names`` ignored for a reason (``one`` entry ...,
+    ``several`` entries ...), or none."""
+    if not names:
+        return []
+    if len(names) == 1:
+        return [f"zip entry {safe_text.name_list(names)} {one}; ignored"]
+    return [f"zip entries {safe_text.name_list(names)} {several}; ignored"]
+
+
 def _read_zip(source: Path) -> tuple[dict[str, bytes], list[str]]:
     problems: list[str] = []
     try:
         archive = zipfile.ZipFile(source)
     # Whatever makes an upload unreadable is that upload's problem, never the batch's.
     except Exception as exc:  # noqa: BLE001
-        return {}, [f"the zip cannot be read: {exc}"]
+        return {}, [f"the zip cannot be read: {safe_text.capped(str(exc), 300)}"]
     with archive:
         entries: dict[PurePosixPath, zipfile.ZipInfo] = {}
+        escaping, links = [], []
         for info in archive.infolist():
             path = PurePosixPath(info.filename.replace("\\", "/"))
             if (
@@ -330,17 +480,15 @@ def _read_zip(source: Path) -> tuple[dict[str, bytes], list[str]]:
                 or ".." in path.parts
                 or re.match(r"^[A-Za-z]:", info.filename)
             ):
-                problems.append(
-                    f"zip entry {safe_text.md_code_span(info.filename)} points out of its "
-                    "folder; ignored"
-                )
+                escaping.append(info.filename)
             elif stat.S_ISLNK(info.external_attr >> 16):
-                problems.append(
-                    f"zip entry {safe_text.md_code_span(info.filename)} is a symbolic "
-                    "link; ignored"
-                )
+                links.append(info.filename)
             elif not info.is_dir() and not path.parts[0].startswith(("__MACOSX", ".")):
                 entries[path] = info
+        problems += _ignored(
+            escaping, "points out of its folder", "point out of theirs"
+        )
+        problems += _ignored(links, "is a symbolic link", "are symbolic links")
         folder = _choose({p.parent for p in entries if p.name in EXPECTED})
         if not isinstance(folder, PurePosixPath):
             return {}, [
@@ -358,22 +506,35 @@ def _read_zip(source: Path) -> tuple[dict[str, bytes], list[str]]:
                 # A bad CRC, a corrupt deflate stream, an unknown method, a truncated
                 # member, encryption...: whatever the reason, this upload's problem.
                 except Exception as exc:  # noqa: BLE001
+                    why = safe_text.capped(f"{type(exc).__name__}: {exc}", 300)
                     problems.append(
-                        f"{filename} cannot be decompressed from the zip "
-                        f"({type(exc).__name__}: {exc}), so it was not graded"
+                        f"{filename} cannot be decompressed from the zip ({why}), so it "
+                        "was not graded"
                     )
     return files, problems
 
 
 # Names and uploads ------------------------------------------------------------------------------
 
-#: Names the output folder already uses for the batch's own files.
-RESERVED = frozenset({"gradebook.csv", "report.html"})
+#: Names the output folder uses for its own files (``report``, ``classreport``, ``shards``
+#: name them; tests/engine/test_safe_outputs.py holds the two lists together), and the names
+#: of a submission's own files: no submission's folder may take one.
+RESERVED = frozenset(
+    {
+        "gradebook.csv",
+        "report.html",
+        "shard.json",
+        "results.json",
+        "feedback.md",
+        "instructor.md",
+    }
+)
 
 
 def clean_name(name: str) -> str:
-    """A name that is safe as one folder's name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "submission"
+    """A name that is safe as one folder's name, at most ``safe_text.MAX_NAME`` long."""
+    clean = re.sub(r"[^A-Za-z0-9._-]+", "_", name)[: safe_text.MAX_NAME]
+    return clean.strip("._") or "submission"
 
 
 def unique_names(found: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
@@ -418,7 +579,9 @@ def find_upload(path: Path, depth: int = 4) -> tuple[Path | None, str | None]:
     if not candidates:
         return None, f"nothing to grade was found in the upload: {UPLOAD_HINT}"
     if len(candidates) > 1:
-        listed = ", ".join(str(c.relative_to(path)) or "." for c in candidates)
+        listed = safe_text.name_list(
+            [str(c.relative_to(path)) or "." for c in candidates], count=5
+        )
         return None, (
             f"the upload holds {len(candidates)} candidate packages ({listed}), so none was "
             f"graded: {UPLOAD_HINT}"

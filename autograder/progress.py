@@ -1,8 +1,9 @@
 """What a batch shows while it grades.
 
-On a terminal, a live view: the batch's bar, and under it each submission under way with the
-part being graded, so a slow start (the sandbox and the suite get ready first) or a slow part
-reads as such. Elsewhere (a log file, CI), where a live view prints nothing until the end, one
+On a terminal, a live view: the batch's bar, which names the submission and part last reported
+and counts the finished submissions, and under it each submission under way with the part being
+graded, so a slow start (the sandbox and the suite get ready first) or a slow part reads as
+such. Elsewhere (a log file, CI), where a live view prints nothing until the end, one
 plain line as each submission starts and as it finishes.
 
 Grading processes report from threads of their own (``grade.grade_many``'s ``progress``), so
@@ -72,13 +73,18 @@ class BatchProgress:
             reached.update([part] if part else [])
             if self.live:
                 where = f"part {part}: {PARTS[part].title}" if part else "starting"
+                shown = safe_text.terminal_cell(safe_text.capped(name, 40))
                 self._progress.update(
                     self._rows[name],
-                    description=f"  {safe_text.terminal_cell(name)}: {where}",
+                    description=f"  {shown}: {where}",
                     completed=max(
                         len(reached) - 1, 0
                     ),  # the parts done before this one
                 )
+                if part:  # the sandbox and the suite are ready: name what is under way
+                    self._progress.update(
+                        self._batch, description=f"grading {shown}, part {part}"
+                    )
 
     def finished(self, name: str, score: int) -> None:
         with self._lock:
@@ -88,7 +94,13 @@ class BatchProgress:
             if self.live:
                 if row is not None:
                     self._progress.remove_task(row)
-                self._progress.update(self._batch, advance=1, description="graded")
+                under_way = next(iter(self._rows), None)
+                description = (
+                    f"grading {safe_text.terminal_cell(safe_text.capped(under_way, 40))}"
+                    if under_way
+                    else "graded"
+                )
+                self._progress.update(self._batch, advance=1, description=description)
             else:
                 self._line(
                     f"[{len(self._done)}/{self.total}] graded {safe_text.one_line(name)}: "
@@ -98,7 +110,8 @@ class BatchProgress:
     def _add_row(self, name: str) -> TaskID | None:
         if self.live:
             return self._progress.add_task(
-                f"  {safe_text.terminal_cell(name)}", total=len(PARTS)
+                f"  {safe_text.terminal_cell(safe_text.capped(name, 40))}",
+                total=len(PARTS),
             )
         self._line(f"[{self._started}/{self.total}] grading {safe_text.one_line(name)}")
         return None

@@ -97,6 +97,21 @@ def write_submission(
     return results
 
 
+#: The most problems of one submission listed, and the most characters of each: the rest are
+#: counted. A submission makes at most a few (one per module file, one for its extra files);
+#: only an upload built to flood the outputs reaches these.
+MAX_PROBLEMS = 30
+MAX_PROBLEM = 4000
+
+
+def capped_problems(problems: list[str]) -> list[str]:
+    """``problems`` as every output lists them: each on one line and cut to ``MAX_PROBLEM``
+    characters, the first ``MAX_PROBLEMS`` of them and then how many more there are."""
+    shown = [safe_text.capped(p, MAX_PROBLEM) for p in problems[:MAX_PROBLEMS]]
+    more = len(problems) - MAX_PROBLEMS
+    return shown + ([f"and {more} more problems"] if more > 0 else [])
+
+
 def part_scores(tests: list[TestResult]) -> dict[int, int]:
     scores = dict.fromkeys(PARTS, 0)
     for t in tests:
@@ -115,7 +130,7 @@ def results_json(
     gradebook, the class summary and the class report say."""
     if hidden_visibility not in VISIBILITY_WORDS:
         raise ValueError(f"hidden tests cannot be {hidden_visibility!r}")
-    problems = [safe_text.one_line(p) for p in graded.problems]
+    problems = capped_problems(graded.problems)
     numbers = _numbers(graded.tests)
     tests = [
         {
@@ -141,7 +156,7 @@ def results_json(
             "problems": problems,
             "findings": findings.find(graded.tests, problems).to_json(),
             "grader_failed": graded.failed,
-            "grader_events": [safe_text.one_line(e) for e in graded.grader_events],
+            "grader_events": capped_problems(graded.grader_events),
         },
     }
     return json.dumps(results, indent=2, ensure_ascii=False) + "\n"
@@ -152,7 +167,7 @@ def visible_summary(graded: Graded, hidden_visibility: str) -> str:
     part's points on its visible tests."""
     visible = [t for t in graded.tests if not t.hidden]
     scores = part_scores(visible)
-    lines = [safe_text.one_line(p) for p in graded.problems]
+    lines = [safe_text.md_inline(p) for p in capped_problems(graded.problems)]
     for k, part in PARTS.items():
         total = sum(t.points for t in visible if t.part == k)
         if total:
@@ -215,10 +230,11 @@ def _grade_md(graded: Graded, hidden_visibility: str | None, note: list[str]) ->
     else:
         lines.append(f"**Score: {sum(scores.values())}/{TOTAL_POINTS}**")
     lines += ["", "## Summary", ""]
-    lines += _summary_lines(findings.find(shown, graded.problems), student_view)
-    if graded.problems:
+    problems = capped_problems(graded.problems)
+    lines += _summary_lines(findings.find(shown, problems), student_view)
+    if problems:
         lines += ["", "## Problems with the submission", ""]
-        lines += [f"- {safe_text.one_line(p)}" for p in graded.problems]
+        lines += [f"- {safe_text.md_inline(p)}" for p in problems]
     first = fix_first(shown)
     for k, part in PARTS.items():
         tests = [t for t in shown if t.part == k]
@@ -292,6 +308,34 @@ def row_of(name: str, results: dict) -> dict[str, str | int] | None:
     )
 
 
+def graded_names(out: Path) -> list[str]:
+    """The submissions ``out`` holds a finished grade of: every folder with a
+    ``results.json``, the gradebook's rows whichever run graded them."""
+    try:
+        folders = sorted(p for p in out.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    return [p.name for p in folders if (p / RESULTS).is_file()]
+
+
+def remove_grade(out: Path, name: str) -> bool:
+    """Remove the grade folder ``out/name``, if it is one: a folder holding nothing but a
+    submission's files (``FILES``, and temporary files of ``atomic_write``). Anything else,
+    or nothing there, is left alone: ``False``."""
+    folder = out / name
+    if name in ("", ".", "..") or "/" in name or not (folder / RESULTS).is_file():
+        return False
+    entries = list(folder.iterdir())
+    if not all(
+        e.is_file() and (e.name in FILES or e.name.startswith(".")) for e in entries
+    ):
+        return False
+    for entry in entries:
+        entry.unlink()
+    folder.rmdir()
+    return True
+
+
 def read_rows(out: Path, names: list[str]) -> list[dict]:
     """The gradebook rows of ``names`` that have a finished ``results.json`` in ``out``."""
     return [row for name in names if (row := gradebook_row(out, name))]
@@ -321,7 +365,12 @@ def write_gradebook(out: Path, rows: list[dict]) -> list[dict]:
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     writer.writerows(
-        {field: safe_text.csv_cell(value) for field, value in row.items()}
+        {
+            field: safe_text.csv_cell(
+                safe_text.md_plain(value) if field == "problems" else value
+            )
+            for field, value in row.items()
+        }
         for row in rows
     )
     atomic_write(out / GRADEBOOK, buffer.getvalue())

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from autograder import safe_text
+
 REPO = Path(__file__).resolve().parent.parent
 GRADED_DIR = REPO / "tests" / "graded"
 MAX_MESSAGE = 2000  # characters of feedback per test
@@ -160,7 +162,8 @@ def explain(exc: BaseException, hidden: bool) -> str:
     if isinstance(exc, StudentError) and exc.type_name == UNUSABLE_FILE:
         return f"{exc.message} (so this test could not run)"
     if isinstance(exc, StudentError):
-        text = f"Your code raised {exc.type_name}: {exc.message}"
+        # The class's name is the student's to choose, and may be long.
+        text = f"Your code raised {safe_text.capped(exc.type_name)}: {exc.message}"
         frame = None if hidden else student_frame(exc.info.traceback)
         if frame:
             text += f"\n  at {frame}"

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import shutil
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from autograder import classreport, cli, grade, report
-from autograder.progress import BatchProgress
+from autograder.progress import READYING, BatchProgress
 from autograder.runner import TestResult as Outcome
 
 from .test_grade_cli import Tables
@@ -184,3 +186,94 @@ def test_on_a_terminal_each_running_submission_shows_its_part():
     assert "ann: part 3: Heads and multi-head attention" in shown
     assert "1/2" in shown
     assert "ben: part 2" not in shown
+
+
+class Layout(HTMLParser):
+    """The order of a page's headings, tables and plots, the boxes each table sits in, and
+    its meta tags."""
+
+    def __init__(self, page: str):
+        super().__init__()
+        self.order: list[str] = []
+        self.meta: dict[str, str] = {}
+        self.boxed: dict[str, bool] = {}
+        self._open: list[str] = []
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "meta" and "name" in attrs:
+            self.meta[attrs["name"]] = attrs["content"]
+        if tag == "table":
+            self.boxed[attrs["id"]] = "scroll" in self._open
+            self.order.append(attrs["id"])
+        if tag == "svg":
+            self.order.append("svg")
+        if tag == "div":
+            self._open.append(attrs.get("class", ""))
+
+    def handle_endtag(self, tag):
+        if tag == "div" and self._open:
+            self._open.pop()
+
+
+def test_the_report_fits_a_phone_and_shows_who_needs_attention_first(tmp_path):
+    names = write_batch(tmp_path)
+    rows = report.write_gradebook(tmp_path, report.read_rows(tmp_path, names))
+    page = classreport.report_html(classreport.summarize(tmp_path, names, rows))
+    layout = Layout(page)
+    assert layout.meta["viewport"] == "width=device-width, initial-scale=1"
+    assert layout.boxed and all(layout.boxed.values())  # every table scrolls in its box
+    assert "svg { display: block; max-width: 100%; height: auto; }" in page
+    order = layout.order
+    assert order.index("troubles") < order.index("gradebook") < order.index("svg")
+    # The long lists are folded away: the page stays short for a few students.
+    assert "<details>" in page
+
+
+def test_a_problem_is_rendered_where_it_is_read(tmp_path):
+    graded = grade.Graded("ann", [], ["`my helpers.py` is not one of <the> files"])
+    report.write_submission(tmp_path, graded)
+    rows = report.write_gradebook(tmp_path, report.read_rows(tmp_path, ["ann"]))
+    page = classreport.report_html(classreport.summarize(tmp_path, ["ann"], rows))
+    assert "<code>my helpers.py</code> is not one of &lt;the&gt; files" in page
+    with open(tmp_path / report.GRADEBOOK, newline="") as f:
+        [row] = csv.DictReader(f)
+    assert row["problems"] == "my helpers.py is not one of <the> files"
+    feedback = (tmp_path / "ann" / report.FEEDBACK).read_text()
+    assert "- `my helpers.py` is not one of \\<the\\> files" in feedback
+
+
+def test_the_terminal_lists_a_screenful_of_students_and_the_rest_in_the_files(
+    tmp_path,
+):
+    names = write_batch(tmp_path)
+    rows = report.write_gradebook(tmp_path, report.read_rows(tmp_path, names))
+    summary = classreport.summarize(tmp_path, names, rows, graded_now=len(names))
+    terminal = Console(file=io.StringIO(), width=200, color_system=None)
+    terminal.print(classreport.student_table(summary))
+    printed = terminal.file.getvalue()
+    assert re.search(r"broken\s*│\s*0/100\s*│ rope.py has a syntax error", printed)
+    assert re.search(r"hung\s*│\s*0/100\s*│ hit a limit: TimeoutError", printed)
+    many = [f"s{i:03}" for i in range(classreport.SCREENFUL + 7)]
+    crowd = classreport.ClassSummary([], [], [], [], [], batch=many)
+    terminal = Console(file=io.StringIO(), width=200, color_system=None)
+    terminal.print(classreport.student_table(crowd))
+    printed = terminal.file.getvalue()
+    assert f"s{classreport.SCREENFUL - 1:03}" in printed
+    assert f"s{classreport.SCREENFUL:03}" not in printed
+    assert "... and 7 more" in printed and report.GRADEBOOK in printed
+
+
+def test_the_bar_names_the_student_and_part_under_way_and_counts_the_finished():
+    console = Console(
+        file=io.StringIO(), force_terminal=True, width=200, color_system=None
+    )
+    with BatchProgress(console, 3) as progress:
+        progress.grading("ann", None)
+        progress.grading("ann", 7)
+        console.file.seek(0)
+        console.file.truncate()
+    shown = console.file.getvalue()  # the last frame, drawn as the bar stops
+    assert "grading ann, part 7" in shown and READYING not in shown
+    assert "0/3" in shown

@@ -129,7 +129,7 @@ def test_class_report_agrees_with_the_gradebook(graded_batch):
     tables = Tables(page).tables
     rows = gradebook(out)
     summary = dict(tables["summary"])
-    assert summary["submissions graded"] == str(len(rows))
+    assert summary["students in the gradebook"] == str(len(rows))
     scores = [int(r["score"]) for r in rows.values()]
     assert summary["mean score"] == f"{sum(scores) / len(scores):.1f} of {TOTAL_POINTS}"
     means = {row[0]: row[1] for row in tables["part-means"][1:]}
@@ -343,7 +343,7 @@ def test_the_one_package_of_an_upload_is_found_whatever_its_shape(tmp_path):
     source, problem = intake.find_upload(too_deep)
     assert source is None and "nothing to grade" in problem
     source, problem = intake.find_upload(upload("x/attention.py", "y.zip"))
-    assert source is None and "2 candidate packages (x, y.zip)" in problem
+    assert source is None and "2 candidate packages (`x`, `y.zip`)" in problem
 
 
 def test_an_upload_with_nothing_to_grade_is_answered_without_torch(tmp_path):

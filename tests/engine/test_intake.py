@@ -238,8 +238,7 @@ def test_zip_entries_that_escape_or_link_are_ignored(tmp_path):
         archive.writestr(link, "/etc/passwd")
     staged = intake.stage("evil", path, tmp_path / "staged")
     assert staged.problems == [
-        "zip entry `../../escaped.py` points out of its folder; ignored",
-        "zip entry `/abs/attention.py` points out of its folder; ignored",
+        "zip entries `../../escaped.py`, `/abs/attention.py` point out of theirs; ignored",
         f"zip entry `{PACKAGE}/extra.py` is a symbolic link; ignored",
     ]
     assert not (tmp_path / "escaped.py").exists()
@@ -406,3 +405,76 @@ def test_a_member_that_fails_to_decompress_is_that_files_problem(tmp_path, how):
     assert problem.startswith("rope.py cannot be decompressed from the zip (")
     assert "is missing" in staged_text(staged, "rope")
     assert staged_text(staged, "attention") == (REFERENCE / "attention.py").read_text()
+
+
+# The shapes course platforms export ---------------------------------------------------------
+
+
+def lms_export(folder: Path, students: dict[str, dict[str, bytes]]) -> Path:
+    """A folder per student holding that student's ``submission.zip``, as an LMS exports."""
+    for name, files in students.items():
+        (folder / name).mkdir(parents=True)
+        write_zip(folder / name / "submission.zip", files)
+    return folder
+
+
+def test_a_folder_per_student_holding_a_zip_is_one_student_each(tmp_path):
+    package = {f"{PACKAGE}/{n}": d for n, d in reference_files().items()}
+    batch = lms_export(
+        tmp_path / "class2", {"ada": package, "bo": package, "cy": {"notes.txt": b"hi"}}
+    )
+    (batch / "bo" / "comments.txt").write_text("late by a day")  # a platform's note
+    write_tree(batch / "dee" / "unzipped", package)  # one folder, not a zip
+    (batch / "eve").mkdir()  # an empty folder: a student, told what to upload
+    found = dict(intake.find([batch]))
+    assert found == {
+        "ada": batch / "ada" / "submission.zip",
+        "bo": batch / "bo" / "submission.zip",
+        "cy": batch / "cy" / "submission.zip",
+        "dee": batch / "dee",
+        "eve": batch / "eve",
+    }
+    for name in ("ada", "bo", "dee"):
+        assert intake.stage(name, found[name], tmp_path / name).problems == []
+    for name in ("cy", "eve"):
+        [problem] = intake.stage(name, found[name], tmp_path / name).problems
+        assert problem.startswith("nothing to grade")
+
+
+def test_a_zip_of_student_folders_is_a_batch(tmp_path):
+    package = {f"{PACKAGE}/{n}": d for n, d in reference_files().items()}
+    inner = write_zip(tmp_path / "inner.zip", package).read_bytes()
+    export = {"export/ada/submission.zip": inner, "export/bo/submission.zip": inner}
+    export |= {f"export/cy/{name}": data for name, data in package.items()}
+    export["export/../../escaped.zip"] = inner
+    export["export/readme.txt"] = b"graded by hand"
+    zipped = write_zip(tmp_path / "class2.zip", export)
+    found = dict(intake.find([zipped], unpack=tmp_path / "unpacked"))
+    assert sorted(found) == ["ada", "bo", "cy"]
+    assert not (tmp_path / "escaped.zip").exists()
+    for name, source in found.items():
+        assert tmp_path / "unpacked" in source.parents
+        assert intake.stage(name, source, tmp_path / name).problems == []
+    # A student's own zip with a copy kept beside the package is no batch.
+    copy = package | {f"old/{n}": d for n, d in package.items()}
+    one = write_zip(tmp_path / "one.zip", copy)
+    assert intake.find([one], unpack=tmp_path / "unpacked") == [("one", one)]
+
+
+def test_thousands_of_extra_files_make_one_capped_problem(tmp_path):
+    files = {f"{PACKAGE}/{n}": d for n, d in reference_files().items()}
+    files |= {f"{PACKAGE}/{'h' * 200}{i}.py": b"x = 1\n" for i in range(3000)}
+    for as_zip in (False, True):
+        source = upload(tmp_path, f"many{as_zip}", files, as_zip)
+        [problem] = intake.stage("many", source, tmp_path / f"s{as_zip}").problems
+        assert problem.count("`") == 2 * intake.safe_text.MAX_NAMES
+        assert f"and {3000 - intake.safe_text.MAX_NAMES} more" in problem
+        assert len(problem) < 3000
+
+
+def test_no_submission_takes_the_name_of_an_output(tmp_path):
+    outputs = ["gradebook.csv", "report.html", "shard.json", "results.json"]
+    for name in outputs:
+        write_tree(tmp_path / "batch" / name, {"attention.py": b"x = 1\n"})
+    names = [name for name, _ in intake.find([tmp_path / "batch"])]
+    assert len(names) == len(outputs) and not set(names) & intake.RESERVED

@@ -33,16 +33,36 @@ ANSI = "\x1b[2J\x1b]0;pwned\x07"
 #: An extra file beside the modules (no "/" in a file name): a formula, a fake heading,
 #: terminal commands, markup.
 EVIL_FILE = f'=HYPERLINK("evil.example")<b>\n{ATTACK}\r{ANSI}``` .py'
-#: What part 4's function raises: the same tricks, and a "diagnosis" for the class report.
-EVIL_MESSAGE = f"boom\n{ATTACK}\n```\nLikely mistake: <script>alert(1)</script>{ANSI}\r"
+#: What part 4's function raises: the same tricks, and a "diagnosis" for the class report,
+#: then more text than any reader needs.
+EVIL_MESSAGE = (
+    f"boom\n{ATTACK}\n```\nLikely mistake: <script>alert(1)</script>{ANSI}\r"
+    + "x" * 200_000
+)
+#: The name of the class it raises: a link, an image and HTML, and then some.
+EVIL_CLASS = (
+    "[click](http://evil.example) ![img](http://evil.example/i.png) "
+    "<img src=x onerror=alert(2)>" + "y" * 5_000
+)
 EVIL_ROPE = f"""
+
+class Evil(ValueError):
+    pass
+
+
+Evil.__name__ = Evil.__qualname__ = {EVIL_CLASS!r}
+
 
 def apply_rope(*args, **kwargs):
     print({ANSI!r})
-    raise ValueError({EVIL_MESSAGE!r})
+    raise Evil({EVIL_MESSAGE!r})
 """
-#: Folder names that a spreadsheet would read as formulas (the stubs: quick to grade).
+#: How many more extra files than anyone reads, with long names.
+EXTRA_FILES = 3000
+#: Folder names that a spreadsheet would read as formulas, and the names of the outputs (the
+#: stubs: quick to grade).
 FORMULA_FOLDERS = ("=SUM(1+1)", "@SUM(1)", "-1+2")
+OUTPUT_FOLDERS = ("gradebook.csv", "report.html", "shard.json", "results.json")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 #: Control characters a reader acts on: none may reach a file or the terminal raw.
 RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
@@ -56,9 +76,11 @@ def graded(tmp_path_factory) -> tuple[Path, str]:
     package = batch / "mallory" / PACKAGE
     shutil.copytree(SOLUTIONS, package)
     (package / EVIL_FILE).write_text("x = 1\n")
+    for i in range(EXTRA_FILES):
+        (package / f"z{i:04}{'_helper' * 30}.py").write_text("x = 1\n")
     rope = package / "rope.py"
     rope.write_text(rope.read_text() + EVIL_ROPE)
-    for name in FORMULA_FOLDERS:
+    for name in (*FORMULA_FOLDERS, *OUTPUT_FOLDERS):
         shutil.copytree(REPO / "assignments" / PACKAGE, batch / name / PACKAGE)
     terminal = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(terminal):
@@ -84,7 +106,8 @@ def test_the_gradebook_holds_no_formula_and_no_broken_row(graded):
     out, _ = graded
     with open(out / "gradebook.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
-    assert len(rows) == 1 + 1 + len(FORMULA_FOLDERS)  # header, mallory, the three
+    # header, mallory, the formulas, the outputs' names
+    assert len(rows) == 1 + 1 + len(FORMULA_FOLDERS) + len(OUTPUT_FOLDERS)
     for row in rows:
         assert len(row) == len(rows[0])
         for cell in row:
@@ -95,6 +118,10 @@ def test_the_gradebook_holds_no_formula_and_no_broken_row(graded):
     problems = {row[0]: row[-1] for row in rows[1:]}
     assert '=HYPERLINK("evil.example")' in problems["mallory"]
     assert "\\n# Score" in problems["mallory"] and "\\x1b[2J" in problems["mallory"]
+    # Plain text: no Markdown's backticks; and far below what a spreadsheet cell holds.
+    assert "z0000_helper" in problems["mallory"]
+    assert "`z0000" not in problems["mallory"]
+    assert max(len(cell) for row in rows for cell in row) < 32_767
 
 
 def test_feedback_and_results_carry_no_heading_of_the_students(graded):
@@ -257,3 +284,102 @@ def test_the_smoke_grade_shows_a_failure_and_sends_no_command(tmp_path, capsys):
     assert gradescope.main([str(results)]) == 1
     printed = capsys.readouterr().err
     assert "\x1b" not in printed and "\\x1b[2J" in printed
+
+
+# Caps and escapes, whatever the student sends ------------------------------------------------
+
+
+def live_markdown(markdown: str) -> list[str]:
+    """The links, images and HTML a Markdown reader would render in ``markdown``."""
+    found = []
+    for token in MarkdownIt("commonmark").parse(markdown):
+        if token.type == "html_block":
+            found.append(token.content)
+        for child in token.children or []:
+            if child.type in ("link_open", "image", "html_inline"):
+                found.append(child.type)
+    return found
+
+
+def test_a_class_name_is_no_markdown_anywhere(graded):
+    out, terminal = graded
+    feedback = (out / "mallory" / "feedback.md").read_text(encoding="utf-8")
+    instructor = (out / "mallory" / "instructor.md").read_text(encoding="utf-8")
+    results = json.loads((out / "mallory" / "results.json").read_text(encoding="utf-8"))
+    assert "[click](http://evil.example)" in feedback  # shown, as code
+    for markdown in (
+        feedback,
+        instructor,
+        results["output"],
+        *(t["output"] for t in results["tests"]),
+    ):
+        assert live_markdown(markdown) == []
+    page = Page((out / "report.html").read_text(encoding="utf-8"))
+    assert not page.tags & {"a", "img", "script"}
+    # Capped where the grader names it (a suite's own message may quote it, fenced).
+    assert "y" * 200 not in feedback + page.text + terminal
+
+
+def test_thousands_of_names_and_huge_messages_stay_small(graded):
+    out, terminal = graded
+    sizes = {p.name: p.stat().st_size for p in (out / "mallory").iterdir()}
+    assert sizes["feedback.md"] < 100_000 and sizes["instructor.md"] < 200_000
+    assert sizes["results.json"] < 300_000
+    assert (out / "report.html").stat().st_size < 100_000
+    assert (out / "gradebook.csv").stat().st_size < 20_000
+    assert len(terminal) < 50_000
+    feedback = (out / "mallory" / "feedback.md").read_text(encoding="utf-8")
+    more = EXTRA_FILES + 1 - safe_text.MAX_NAMES  # the evil one is extra too
+    assert feedback.count(f"and {more} more") == 1
+    assert "x" * 3000 not in feedback
+
+
+def test_no_submission_takes_an_outputs_name(graded):
+    from autograder import classreport, report, shards
+    from autograder.intake import RESERVED
+
+    out, _ = graded
+    outputs = {report.GRADEBOOK, classreport.REPORT, shards.MANIFEST, *report.FILES}
+    assert outputs <= RESERVED
+    assert (out / "gradebook.csv").is_file() and (out / "report.html").is_file()
+    with open(out / "gradebook.csv", newline="", encoding="utf-8") as f:
+        names = {row["name"] for row in csv.DictReader(f)}
+    assert not names & RESERVED
+    assert {f"{name}-2" for name in OUTPUT_FOLDERS} <= names
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "plain words",
+        "`[x](http://e)` is not one of the files",
+        "raw [x](http://e) ![i](http://e/i.png) <b>hi</b> *em* _em_ &amp; \\",
+        "# Score: 100 of 100",
+        "1. first",
+        "``a`b`` and ` lone tick",
+    ],
+)
+def test_a_sentence_renders_as_its_text_in_every_output(sentence):
+    rendered = MarkdownIt("commonmark").render(safe_text.md_inline(sentence))
+    assert live_markdown(safe_text.md_inline(sentence)) == []
+    assert headings(safe_text.md_inline(sentence)) == []
+    shown = Page(rendered).text.strip()
+    assert (
+        shown == Page(safe_text.md_html(sentence)).text == safe_text.md_plain(sentence)
+    )
+    assert "<b>" not in safe_text.md_html(sentence)
+
+
+def test_names_are_capped_in_length_and_number():
+    names = [f"{i}" * 500 for i in range(50)]
+    listed = safe_text.name_list(names)
+    assert listed.count("`") == 2 * safe_text.MAX_NAMES and listed.endswith(
+        "and 30 more"
+    )
+    assert len(listed) < (safe_text.MAX_NAME + 4) * safe_text.MAX_NAMES + 20
+
+
+def test_a_gradebook_cell_stays_under_a_spreadsheets_limit():
+    for text in ("=" + "x" * 100_000, "\U0001f600" * 40_000, "\x1b" * 20_000):
+        cell = safe_text.csv_cell(text)
+        assert len(cell.encode("utf-16-le")) // 2 <= safe_text.MAX_CELL < 32_767
