@@ -15,6 +15,9 @@ from pathlib import Path
 from autograder import classreport, grade, intake, report, safe_text, sandbox
 from autograder.progress import BatchProgress
 
+#: The most characters of a grader failure's detail printed (the traceback's start).
+MAX_DETAIL = 4000
+
 
 def grade_batch(
     console,
@@ -93,7 +96,9 @@ def grade_batch(
                 if graded.failed:
                     failed += 1
                     console.print(
-                        safe_text.plain(f"{name}: the grader failed: {graded.detail}"),
+                        safe_text.plain(
+                            f"{name}: the grader failed: {graded.detail[:MAX_DETAIL]}"
+                        ),
                         style="red",
                         markup=False,
                     )
@@ -137,9 +142,9 @@ def _kept_rows(out: Path) -> dict[str, dict]:
 
 
 def _print_summary(console, out: Path, summary: classreport.ClassSummary) -> None:
+    console.print(classreport.summary_table(summary))
     if summary.batch:
         console.print(classreport.student_table(summary))
-    console.print(classreport.summary_table(summary))
     console.print(
         f"the gradebook holds {len(summary.rows)} students, {summary.graded_now} graded "
         f"this run: results in {out}/<name>/results.json, gradebook in "

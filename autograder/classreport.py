@@ -351,7 +351,7 @@ def _bars(values: list[tuple[str, float, int]]) -> str:
     width, height = 460, 30 + 24 * len(values)
     body = []
     for i, (label, mean, points) in enumerate(values):
-        y, w = 10 + i * 24, 360 * mean / points
+        y, w = 10 + i * 24, 360 * min(mean / points, 1)
         body.append(f'<text x="0" y="{y + 14}">{safe_text.html_text(label)}</text>')
         body.append(f'<rect x="30" y="{y}" width="360" height="18" fill="#e4e9f2"/>')
         body.append(

@@ -193,8 +193,8 @@ def _unpack_batch(path: Path, into: Path) -> Path:
 def _only_entry(folder: Path, only: Path) -> tuple[str, Path]:
     """``(name, path)`` of the submission in ``folder``, whose one folder or zip is ``only``.
 
-    A folder that holds the package or the module files at its top, or one zip alone, is one
-    student's, and ``folder`` is a batch of one: the student's name is the inner folder's. A
+    A folder that holds the package or the module files at its top, or one zip (beside other
+    files, a platform's notes), is one student's, and ``folder`` is a batch of one: the student's name is the inner folder's. A
     zip, or a folder deeper than that (``handout/assignments/transformer_hw``), is the upload's
     own shape: the name is the outer folder's, as Gradescope's ``submission/`` is.
     """
@@ -202,10 +202,8 @@ def _only_entry(folder: Path, only: Path) -> tuple[str, Path]:
         return folder.name, only
     if _holds_modules(only):
         return only.name, folder  # staged from the outer folder: the package one down
-    entries = [c for c in only.iterdir() if not c.name.startswith((".", "__"))]
-    if len(entries) == 1 and _is_zip(entries[0]):
-        return only.name, entries[0]
-    return folder.name, folder
+    name, source = _student(only)
+    return (name, source) if source != only else (folder.name, folder)
 
 
 def stage(name: str, source: Path, into: Path) -> Staged:

@@ -161,7 +161,7 @@ def test_two_packages_in_one_upload_are_a_reported_problem(results):
     two = results["two packages"]
     assert two["score"] == 0 and two["tests"] == []
     assert re.search(
-        r"2 candidate packages \(backup/transformer_hw, mine/transformer_hw\)",
+        r"2 candidate packages \(`backup/transformer_hw`, `mine/transformer_hw`\)",
         two["output"],
     )
 

@@ -441,6 +441,13 @@ def test_a_folder_per_student_holding_a_zip_is_one_student_each(tmp_path):
         assert problem.startswith("nothing to grade")
 
 
+def test_a_batch_of_one_students_folder_with_notes_beside_the_zip(tmp_path):
+    package = {f"{PACKAGE}/{n}": d for n, d in reference_files().items()}
+    batch = lms_export(tmp_path / "export", {"ada": package})
+    (batch / "ada" / "comments.txt").write_text("submitted on time")
+    assert intake.find([batch]) == [("ada", batch / "ada" / "submission.zip")]
+
+
 def test_a_zip_of_student_folders_is_a_batch(tmp_path):
     package = {f"{PACKAGE}/{n}": d for n, d in reference_files().items()}
     inner = write_zip(tmp_path / "inner.zip", package).read_bytes()
