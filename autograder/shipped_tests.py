@@ -28,6 +28,8 @@ import ast
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from autograder import shipped_shapes
+
 ANSWERS = "tests.graded.answers"
 ORACLES = "tests/graded/oracles.py"
 #: Modules not judged: the answer store, the comparison helpers, the seeded input makers.
@@ -66,6 +68,7 @@ CONVERSIONS = {
     "detach", "contiguous", "tolist", "item", "requires_grad_",
     "items", "keys", "values", "get", "copy", "pop", "setdefault",
 }  # fmt: skip
+SCALARS = {"item", "tolist"}
 DESCRIPTIONS = {"dim", "numel", "size", "is_floating_point", "element_size", "__len__"}
 PLAIN_ATTRIBUTES = {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad"}
 #: Methods that put their arguments into the object they are called on.
@@ -85,6 +88,8 @@ CONTAINER_BUILTINS = {
     "next", "range", "map", "filter",
 }  # fmt: skip
 PLAIN_ANNOTATIONS = {"int", "float", "str", "bool", "None"}
+#: Comparisons that give one bool whatever the operands.
+IDENTITY = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
 
 
 @dataclass(frozen=True)
@@ -162,16 +167,17 @@ class Module:
 def refusals(files: dict[str, str]) -> list[str]:
     """``{path: source}`` of the shipped test modules -> why each refused function may not
     ship."""
-    modules = {}
+    modules, shapes = {}, []
     for path, source in files.items():
         if Path(path).name in TRUSTED:
             continue
+        shapes += shipped_shapes.refusals(path, source)
         try:
             modules[path] = _module(path, ast.parse(source))
         except SyntaxError:
-            continue
+            continue  # refused as a shape
     judge = _Judge(modules)
-    return judge.run()
+    return shapes + judge.run()
 
 
 def _module(path: str, tree: ast.Module) -> Module:
@@ -426,9 +432,14 @@ class _Scope:
         if isinstance(node, ast.BinOp):
             kinds = [self.value(node.left), self.value(node.right)]
             return self.operation(node, kinds)
-        if isinstance(node, ast.Compare):  # a verdict: computed only if an operand was
+        if isinstance(node, ast.Compare):
+            # On tensors, elementwise (a mask, a table of verdicts): a computation. Else a
+            # verdict, computed only if an operand was.
             kinds = [self.value(o) for o in (node.left, *node.comparators)]
-            if any(k.student for k in kinds):
+            elementwise = not all(isinstance(o, IDENTITY) for o in node.ops)
+            if any(k.student for k in kinds) or (
+                elementwise and any(k.tensor for k in kinds)
+            ):
                 return self.operation(node, kinds)
             return Kind(computed=_merged(kinds).computed)
         if isinstance(node, ast.UnaryOp):
@@ -599,6 +610,8 @@ class _Scope:
         if method in DESCRIPTIONS:
             return PLAIN
         if method in CONVERSIONS or not receiver.tensor:
+            if method in SCALARS:  # Python numbers: compared, they give one verdict
+                receiver = replace(receiver, tensor=False)
             return receiver | Kind(computed=_merged(kinds).computed)
         return self.operation(node, [receiver, *kinds])
 
