@@ -67,8 +67,8 @@ class _Shapes:
         self.composites: set[str] = set()
 
     def run(self) -> list[str]:
-        for index, node in enumerate(self.tree.body):
-            self.top(node, docstring=index == 0)
+        for node in self.tree.body:
+            self.top(node)
         for node in ast.walk(self.tree):
             if isinstance(node, ast.ClassDef):
                 self.refuse(
@@ -86,7 +86,7 @@ class _Shapes:
         self.found.append(f"{self.path}:{node.lineno}: {what}: {why}")
 
     # module level ----------------------------------------------------------------------------
-    def top(self, node: ast.stmt, docstring: bool) -> None:
+    def top(self, node: ast.stmt) -> None:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             self.imported(node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -112,7 +112,7 @@ class _Shapes:
                 return
             for name in names:
                 self.written[name] = kind
-        elif not (docstring and _is_docstring(node)):
+        elif not _is_docstring(node):  # a string written out computes nothing
             self.refuse(
                 node,
                 "module-level code",

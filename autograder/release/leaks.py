@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 from autograder import shipped_tests
+from autograder.points import PACKAGE
 from autograder.release.stubs import BEGIN, END, REPO, SOLUTIONS
 
 #: The answer key: in the handout its values, never its code (``tests.graded.answers``).
@@ -165,7 +166,11 @@ def find_leaks(
 
 
 def refused_test_code(repo: Path = REPO) -> list[str]:
-    """The shipped test code's refusals, with the repository's own line numbers."""
+    """The shipped test code's refusals, with the repository's own line numbers: what the
+    release checks before it writes anything (shapes the check cannot follow, computed expected
+    values, functions of the answer key, runs of solution or answer-key code)."""
+    key = oracle_functions(repo / ORACLES)
+    secret = solution_windows(repo / "solutions" / PACKAGE).union(*key.values())
     shipped = {}
     for path in sorted((repo / "tests" / "graded").glob("*.py")):
         name = path.relative_to(repo).as_posix()
@@ -175,7 +180,14 @@ def refused_test_code(repo: Path = REPO) -> list[str]:
         if path.name.startswith("test_"):
             text = strip_hidden_tests(text, path.name, keep_lines=True)
         shipped[name] = text
-    return shipped_tests.refusals(shipped)
+    leaks = []
+    for name, text in shipped.items():
+        leaks += [
+            f"{name}: {' / '.join(w)}"
+            for w in sorted(_windows(_code_lines(text)) & secret)
+        ]
+        leaks += [f"{name}: {leak}" for leak in _answer_key_functions(text, key)]
+    return leaks + shipped_tests.refusals(shipped)
 
 
 def _answer_key_functions(source: str, key: dict) -> list[str]:

@@ -247,6 +247,13 @@ def copy_of_repo(tmp_path) -> Path:
     return repo
 
 
+PUBLIC_USE_OF_TABLE = """@pytest.mark.points(1)
+@pytest.mark.public
+def test_planted_table(hw):
+    assert TABLE is not None
+"""
+
+
 def test_a_planted_oracle_fails_the_release(tmp_path):
     """A function of the answer key, or a function that computes what a shipped test compares
     with, stops the release, which names it and where it lives."""
@@ -261,7 +268,7 @@ def test_a_planted_oracle_fails_the_release(tmp_path):
     line = len(original.splitlines()) + 3  # where my_angles lands
     leaks = (
         (
-            planted + "\n\n\nTABLE = rotate_pairs\n",
+            planted + "\n\n\nTABLE = rotate_pairs\n\n\n" + PUBLIC_USE_OF_TABLE,
             "rotate_pairs is a function of the answer key",
         ),
         (
