@@ -161,7 +161,9 @@ def test_an_edit_acts_where_its_function_runs():
 
 
 def test_every_phrase_has_words_that_hold_it():
-    assert set(WORDING) == {m.diagnosis for m in CATALOGUE}
+    unworded = sorted({m.diagnosis for m in CATALOGUE} - set(WORDING))
+    assert not unworded, f"add {unworded} to WORDING (autograder/zoo/mutants.py)"
+    assert set(WORDING) == {m.diagnosis for m in CATALOGUE}, "WORDING for no mutant"
     for phrase, words in WORDING.items():
         assert phrase.lower() in words.lower()
 

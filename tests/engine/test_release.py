@@ -35,7 +35,9 @@ def test_assignments_are_generated_from_solutions():
     expected = stub_files()
     on_disk = {p.name: p.read_text(encoding="utf-8") for p in ASSIGNMENTS.glob("*.py")}
     stale = sorted(
-        n for n in expected.keys() | on_disk.keys() if expected.get(n) != on_disk.get(n)
+        f"assignments/transformer_hw/{n}"
+        for n in expected.keys() | on_disk.keys()
+        if expected.get(n) != on_disk.get(n)
     )
     assert not stale, (
         f"assignments/ is out of date for {stale}: run `autograder release`"
