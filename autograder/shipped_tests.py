@@ -9,7 +9,7 @@ calls it makes (``refusals``).
 The rule, as the release applies it to every shipped module of ``tests/graded`` but the answer
 store, the comparison helpers and the input makers (``TRUSTED``):
 
-* a *computation* is an operator, a torch or numpy call other than the input makers and the
+* a *computation* is an operator (an elementwise comparison too), a torch or numpy call other than the input makers and the
   comparisons, or a tensor method other than a conversion, applied to a tensor that is neither
   the student's nor a written-out constant (``torch.tensor([...])`` of literals);
 * a computed value may only be an input: an argument of student code, of a stored answer, of an
@@ -19,7 +19,8 @@ store, the comparison helpers and the input makers (``TRUSTED``):
 * a helper that returns a computed value and that no shipped test calls serves the hidden tests
   only: refused too.
 
-A refusal names the function that computed the value and its ``file:line``.
+A refusal names the function that computed the value and its ``file:line``. The judge follows
+functions only: ``autograder.shipped_shapes`` refuses every other shape first.
 """
 
 from __future__ import annotations
