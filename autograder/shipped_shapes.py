@@ -27,6 +27,11 @@ KNOWN_MODULES = {
     "hypothesis", "hypothesis.strategies", "functools", "contextlib", "pathlib",
     "autograder.protocol",
 }  # fmt: skip
+#: Builtins that make code or reach names from strings.
+DYNAMIC = {
+    "eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr", "globals",
+    "locals", "vars",
+}  # fmt: skip
 #: Markers with their arguments written out.
 MARKERS = {"points", "part", "uses", "public", "hidden"}
 HYPOTHESIS_DECORATORS = {"given", "settings", "composite"}
@@ -80,7 +85,37 @@ class _Shapes:
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for decorator in node.decorator_list:
                     self.decorator(node, decorator)
+                self.defaults(node)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                self.refuse(
+                    node,
+                    ", ".join(node.names),
+                    "a name rebound from inside a function: the leak check reads each "
+                    "function's names as its own; pass values as arguments and results",
+                )
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in DYNAMIC
+            ):
+                self.refuse(
+                    node,
+                    f"{node.func.id}(...)",
+                    "code or names made from strings at run time, which the leak check "
+                    "does not follow: write the code and the names out",
+                )
         return self.found
+
+    def defaults(self, function: ast.FunctionDef) -> None:
+        """Default values are computed as the module is imported."""
+        arguments = function.args
+        for default in [*arguments.defaults, *arguments.kw_defaults]:
+            if default is not None and self.written_out(default) is None:
+                self.refuse(
+                    default,
+                    f"{function.name} (default `{_short(default)}`)",
+                    f"a default value computed at import: {FIX_VALUE}",
+                )
 
     def refuse(self, node: ast.AST, what: str, why: str) -> None:
         self.found.append(f"{self.path}:{node.lineno}: {what}: {why}")
@@ -144,6 +179,12 @@ class _Shapes:
                     "the leak check does not know what its functions compute: use torch, "
                     f"math and the suite's helpers, and expected values from {ANSWERS}",
                 )
+        if any(alias.name == "*" for alias in node.names):
+            self.refuse(
+                node,
+                f"from {modules[0]} import *",
+                "names the leak check cannot see: import each name",
+            )
         for alias in node.names:
             if isinstance(node, ast.Import):
                 self.imports[alias.asname or alias.name.split(".")[0]] = alias.name

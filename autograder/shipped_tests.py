@@ -345,6 +345,10 @@ class _Scope:
 
     def statement(self, node: ast.stmt) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            # Decorators run at import: what they are handed (parametrize's values, given's
+            # strategies) is judged as a call's arguments.
+            for decorator in node.decorator_list:
+                self.value(decorator)
             if self.function is not None:
                 self.nested_function(node, node.name)
             return

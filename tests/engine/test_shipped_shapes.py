@@ -133,6 +133,40 @@ SLIPS = {
         ),
         ["import of numpy", "expected values from tests.graded.answers"],
     ),
+    "a default value computed at import": (
+        (
+            f"{PUBLIC}def test_slip(hw, want=torch.ones(2, 2).triu(1).bool()):\n"
+            '    assert_exact(hw.call(CAUSAL, 2), want, "mask")\n'
+        ),
+        ["test_slip (default `torch.ones(2, 2).triu(1).bool()`)", FIX_ANSWERS],
+    ),
+    "a global set by one test for another": (
+        (
+            "WANT = None\n\n\n"
+            "def test_setup(hw):\n    global WANT\n    WANT = torch.ones(2, 2).triu(1).bool()\n"
+            f"\n\n{PUBLIC}def test_slip(hw):\n"
+            '    assert_exact(hw.call(CAUSAL, 2), WANT, "mask")\n'
+        ),
+        ["WANT: a name rebound from inside a function"],
+    ),
+    "code from a string": (
+        (
+            f"{PUBLIC}def test_slip(hw):\n"
+            '    want = eval("torch.ones(2, 2).triu(1).bool()")\n'
+            '    assert_exact(hw.call(CAUSAL, 2), want, "mask")\n'
+        ),
+        ["eval(...): code or names made from strings"],
+    ),
+    "a composite strategy that returns the expected value": (
+        (
+            "from hypothesis import strategies as st\n\n\n"
+            "@st.composite\ndef case(draw):\n    t = draw(sizes(1, 4))\n"
+            "    return t, torch.ones(t, t).triu(1).bool()\n\n\n"
+            f"{PUBLIC}@given(c=case())\ndef test_slip(hw, c):\n    t, want = c\n"
+            '    assert_exact(hw.call(CAUSAL, t), want, "mask")\n'
+        ),
+        ["case computes on tensors", "handed to `given(...)`", "move case into"],
+    ),
     "the answer key imported directly": (
         (
             "from tests.graded.oracles import future as future_oracle\n\n\n"
