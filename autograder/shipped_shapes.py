@@ -32,6 +32,15 @@ DYNAMIC = {
     "eval", "exec", "compile", "__import__", "getattr", "setattr", "delattr", "globals",
     "locals", "vars",
 }  # fmt: skip
+#: Libraries whose functions compute, and the names of theirs that are values.
+LIBRARIES = {"torch", "numpy", "math"}
+LIBRARY_VALUES = {
+    "float16", "float32", "float64", "bfloat16", "half", "float", "double", "int8", "int16",
+    "int32", "int64", "uint8", "long", "int", "bool", "complex64", "complex128", "cfloat",
+    "cdouble", "pi", "e", "tau", "inf", "nan", "Tensor", "Generator", "device", "dtype",
+    "Size", "no_grad", "enable_grad", "inference_mode", "strided", "contiguous_format",
+    "channels_last", "functional", "nn",
+}  # fmt: skip
 #: Markers with their arguments written out.
 MARKERS = {"points", "part", "uses", "public", "hidden"}
 HYPOTHESIS_DECORATORS = {"given", "settings", "composite"}
@@ -74,6 +83,7 @@ class _Shapes:
     def run(self) -> list[str]:
         for node in self.tree.body:
             self.top(node)
+        held = self.library_functions_held()
         for node in ast.walk(self.tree):
             if isinstance(node, ast.ClassDef):
                 self.refuse(
@@ -86,6 +96,13 @@ class _Shapes:
                 for decorator in node.decorator_list:
                     self.decorator(node, decorator)
                 self.defaults(node)
+            elif isinstance(node, (ast.Attribute, ast.Name)) and id(node) in held:
+                self.refuse(
+                    node,
+                    f"`{_short(node)}` held as a value",
+                    "a library function handed on or kept in a name is a call the leak "
+                    "check does not see: call it where it stands",
+                )
             elif isinstance(node, (ast.Global, ast.Nonlocal)):
                 self.refuse(
                     node,
@@ -105,6 +122,33 @@ class _Shapes:
                     "does not follow: write the code and the names out",
                 )
         return self.found
+
+    def library_functions_held(self) -> set[int]:
+        """The library functions (torch's, numpy's, math's) that are not called where they
+        stand: named as a value, handed to a call, kept in a name. A dtype, a constant and a
+        module named on the way to a call are values."""
+        called, inner = set(), set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call):
+                called.add(id(node.func))
+            elif isinstance(node, ast.Attribute):
+                inner.add(id(node.value))
+        held = set()
+        for node in ast.walk(self.tree):
+            if (
+                not isinstance(node, (ast.Attribute, ast.Name))
+                or id(node) in called | inner
+                or isinstance(node.ctx, ast.Store)
+            ):
+                continue
+            path = self.origin(node).replace(":", ".").split(".")
+            if (
+                path[0] in LIBRARIES
+                and len(path) > 1
+                and path[-1] not in LIBRARY_VALUES
+            ):
+                held.add(id(node))
+        return held
 
     def defaults(self, function: ast.FunctionDef) -> None:
         """Default values are computed as the module is imported."""

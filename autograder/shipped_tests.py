@@ -604,7 +604,7 @@ class _Scope:
             return self.named_call(node, func.id, kinds, what)
         if self.module_path(func) is not None:  # math, pytest, hypothesis, ...
             if self.module_path(func) == "math":
-                return self.operation(node, kinds)
+                return self.math_call(node, kinds)
             return self.compared(kinds, what)
         # A method of a value that is not the student's.
         method = func.attr if isinstance(func, ast.Attribute) else ""
@@ -620,6 +620,14 @@ class _Scope:
             return receiver | Kind(computed=_merged(kinds).computed)
         return self.operation(node, [receiver, *kinds])
 
+    def math_call(self, node: ast.Call, kinds: list[Kind]) -> Kind:
+        """``math.exp(x)`` and its kind compute, on Python numbers too: an expected value
+        worked out in floats is still worked out here."""
+        kind = self.operation(node, kinds)
+        if kind.student or kind.computed is not None:
+            return kind
+        return replace(kind, computed=self.computation(node))
+
     def student_call(self, func: ast.expr, kinds: list[Kind]) -> Kind:
         return STUDENT
 
@@ -629,7 +637,9 @@ class _Scope:
             return self.operation(node, kinds)
         if name.startswith("torch") and last in INPUT_CALLS:
             if last in ("tensor", "as_tensor") and _literal(node):
-                return PLAIN  # a value written out, as a stored answer is
+                return (
+                    TENSOR  # written out, as a stored answer is: what it gives computes
+                )
             return TENSOR | Kind(computed=_merged(kinds).computed)
         if name.startswith("torch") and last in COMPARISON_CALLS:
             return self.compared(kinds, what)
@@ -650,6 +660,8 @@ class _Scope:
             self.pass_arguments(function, node, kinds)
             return function.result
         module = target.partition(":")[0]
+        if module == "math":
+            return self.math_call(node, kinds)
         if module == ANSWERS:
             return TENSOR
         if module in INPUT_MODULES:

@@ -167,6 +167,31 @@ SLIPS = {
         ),
         ["case computes on tensors", "handed to `given(...)`", "move case into"],
     ),
+    "a torch function kept in a name": (
+        (
+            f"{PUBLIC}def test_slip(hw):\n    make = torch.ones\n"
+            "    want = make(2, 2).triu(1).bool()\n"
+            '    assert_exact(hw.call(CAUSAL, 2), want, "mask")\n'
+        ),
+        ["`torch.ones` held as a value", "call it where it stands"],
+    ),
+    "a written-out tensor computed on": (
+        (
+            f"{PUBLIC}def test_slip(hw):\n"
+            "    want = torch.tensor([[0.0, 1.0], [0.0, 0.0]]).bool()\n"
+            "    assert_exact(hw.call(CAUSAL, 2), ~want.logical_not(), 'mask')\n"
+        ),
+        ["test_slip computes on tensors", "move test_slip into"],
+    ),
+    "an expected value worked out in floats": (
+        (
+            "import math\n\nfrom tests.graded.compare import assert_close\n\n\n"
+            f"{PUBLIC}def test_slip(hw):\n"
+            "    want = torch.tensor([1 / (1 + math.exp(-x)) for x in (0.5, 1.0)])\n"
+            '    assert_close(hw.call("attention.softmax", torch.zeros(2)), want, "p")\n'
+        ),
+        ["test_slip computes on tensors (line", "math.exp(-x)"],
+    ),
     "the answer key imported directly": (
         (
             "from tests.graded.oracles import future as future_oracle\n\n\n"
