@@ -17,8 +17,9 @@ HIDDEN_VISIBILITIES = ("after_due_date", "after_published")
 def cmd_release(args: argparse.Namespace) -> int:
     from autograder.release import build_handout, write_assignments
 
-    write_assignments()
+    # The handout first: it refuses a leak before writing anything, assignments/ included.
     zip_path = build_handout(Path(args.out))
+    write_assignments()
     print(f"handout written to {args.out} and {zip_path}")
     return 0
 

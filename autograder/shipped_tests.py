@@ -9,7 +9,7 @@ calls it makes (``refusals``).
 The rule, as the release applies it to every shipped module of ``tests/graded`` but the answer
 store, the comparison helpers and the input makers (``TRUSTED``):
 
-* a *computation* is an operator, a torch or numpy call other than the input makers and the
+* a *computation* is an operator (an elementwise comparison too), a torch or numpy call other than the input makers and the
   comparisons, or a tensor method other than a conversion, applied to a tensor that is neither
   the student's nor a written-out constant (``torch.tensor([...])`` of literals);
 * a computed value may only be an input: an argument of student code, of a stored answer, of an
@@ -19,7 +19,8 @@ store, the comparison helpers and the input makers (``TRUSTED``):
 * a helper that returns a computed value and that no shipped test calls serves the hidden tests
   only: refused too.
 
-A refusal names the function that computed the value and its ``file:line``.
+A refusal names the function that computed the value and its ``file:line``. The judge follows
+functions only: ``autograder.shipped_shapes`` refuses every other shape first.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from autograder import shipped_shapes
 
 ANSWERS = "tests.graded.answers"
 ORACLES = "tests/graded/oracles.py"
@@ -66,6 +69,7 @@ CONVERSIONS = {
     "detach", "contiguous", "tolist", "item", "requires_grad_",
     "items", "keys", "values", "get", "copy", "pop", "setdefault",
 }  # fmt: skip
+SCALARS = {"item", "tolist"}
 DESCRIPTIONS = {"dim", "numel", "size", "is_floating_point", "element_size", "__len__"}
 PLAIN_ATTRIBUTES = {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad"}
 #: Methods that put their arguments into the object they are called on.
@@ -85,6 +89,8 @@ CONTAINER_BUILTINS = {
     "next", "range", "map", "filter",
 }  # fmt: skip
 PLAIN_ANNOTATIONS = {"int", "float", "str", "bool", "None"}
+#: Comparisons that give one bool whatever the operands.
+IDENTITY = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
 
 
 @dataclass(frozen=True)
@@ -162,16 +168,17 @@ class Module:
 def refusals(files: dict[str, str]) -> list[str]:
     """``{path: source}`` of the shipped test modules -> why each refused function may not
     ship."""
-    modules = {}
+    modules, shapes = {}, []
     for path, source in files.items():
         if Path(path).name in TRUSTED:
             continue
+        shapes += shipped_shapes.refusals(path, source)
         try:
             modules[path] = _module(path, ast.parse(source))
         except SyntaxError:
-            continue
+            continue  # refused as a shape
     judge = _Judge(modules)
-    return judge.run()
+    return shapes + judge.run()
 
 
 def _module(path: str, tree: ast.Module) -> Module:
@@ -338,6 +345,10 @@ class _Scope:
 
     def statement(self, node: ast.stmt) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            # Decorators run at import: what they are handed (parametrize's values, given's
+            # strategies) is judged as a call's arguments.
+            for decorator in node.decorator_list:
+                self.value(decorator)
             if self.function is not None:
                 self.nested_function(node, node.name)
             return
@@ -426,9 +437,14 @@ class _Scope:
         if isinstance(node, ast.BinOp):
             kinds = [self.value(node.left), self.value(node.right)]
             return self.operation(node, kinds)
-        if isinstance(node, ast.Compare):  # a verdict: computed only if an operand was
+        if isinstance(node, ast.Compare):
+            # On tensors, elementwise (a mask, a table of verdicts): a computation. Else a
+            # verdict, computed only if an operand was.
             kinds = [self.value(o) for o in (node.left, *node.comparators)]
-            if any(k.student for k in kinds):
+            elementwise = not all(isinstance(o, IDENTITY) for o in node.ops)
+            if any(k.student for k in kinds) or (
+                elementwise and any(k.tensor for k in kinds)
+            ):
                 return self.operation(node, kinds)
             return Kind(computed=_merged(kinds).computed)
         if isinstance(node, ast.UnaryOp):
@@ -588,7 +604,7 @@ class _Scope:
             return self.named_call(node, func.id, kinds, what)
         if self.module_path(func) is not None:  # math, pytest, hypothesis, ...
             if self.module_path(func) == "math":
-                return self.operation(node, kinds)
+                return self.math_call(node, kinds)
             return self.compared(kinds, what)
         # A method of a value that is not the student's.
         method = func.attr if isinstance(func, ast.Attribute) else ""
@@ -599,8 +615,18 @@ class _Scope:
         if method in DESCRIPTIONS:
             return PLAIN
         if method in CONVERSIONS or not receiver.tensor:
+            if method in SCALARS:  # Python numbers: compared, they give one verdict
+                receiver = replace(receiver, tensor=False)
             return receiver | Kind(computed=_merged(kinds).computed)
         return self.operation(node, [receiver, *kinds])
+
+    def math_call(self, node: ast.Call, kinds: list[Kind]) -> Kind:
+        """``math.exp(x)`` and its kind compute, on Python numbers too: an expected value
+        worked out in floats is still worked out here."""
+        kind = self.operation(node, kinds)
+        if kind.student or kind.computed is not None:
+            return kind
+        return replace(kind, computed=self.computation(node))
 
     def student_call(self, func: ast.expr, kinds: list[Kind]) -> Kind:
         return STUDENT
@@ -611,7 +637,9 @@ class _Scope:
             return self.operation(node, kinds)
         if name.startswith("torch") and last in INPUT_CALLS:
             if last in ("tensor", "as_tensor") and _literal(node):
-                return PLAIN  # a value written out, as a stored answer is
+                return (
+                    TENSOR  # written out, as a stored answer is: what it gives computes
+                )
             return TENSOR | Kind(computed=_merged(kinds).computed)
         if name.startswith("torch") and last in COMPARISON_CALLS:
             return self.compared(kinds, what)
@@ -632,6 +660,8 @@ class _Scope:
             self.pass_arguments(function, node, kinds)
             return function.result
         module = target.partition(":")[0]
+        if module == "math":
+            return self.math_call(node, kinds)
         if module == ANSWERS:
             return TENSOR
         if module in INPUT_MODULES:

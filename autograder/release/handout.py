@@ -81,7 +81,7 @@ def build_handout(out: Path, repo: Path = REPO) -> Path:
     _refuse_leaks(out, repo)  # before the slow part
     record_answers(out / "tests" / "graded" / "answers.pt", repo)
     write_notebook(out / NOTEBOOK)
-    _write(out / "README.md", student_readme(public))
+    _write(out / "README.md", student_readme(public, out / "tests" / "graded"))
     _refuse_leaks(out, repo)
     return _zip_folder(out, out.with_suffix(".zip"))
 
@@ -167,13 +167,13 @@ def student_spec(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def student_readme(public_tests: set[str]) -> str:
+def student_readme(public_tests: set[str], shipped_tests: Path) -> str:
     """The handout's README: the template, with the points, the forbidden calls and the tests
     that hold the worked examples filled in from the sources they live in."""
     missing = sorted(set(EXAMPLE_TESTS.values()) - public_tests)
     if missing:
         raise ReleaseError(f"the README names tests that are not public: {missing}")
-    public = _public_points()
+    public = _public_points(shipped_tests)
     rows = []
     for part in PARTS.values():
         files = ", ".join(f"`{f}`" for f in part.files)
@@ -243,12 +243,11 @@ def _builds_on() -> str:
     return "; ".join(uses) or "each stands alone"
 
 
-def _public_points() -> dict[int, int]:
-    """Part -> points of its public tests, from the suite's own markers."""
-    from autograder.runner import GRADED_DIR
-
+def _public_points(folder: Path) -> dict[int, int]:
+    """Part -> points of the public tests in ``folder`` (the shipped tests), from their own
+    markers: a parametrized test earns its points once per case."""
     points: dict[int, int] = {}
-    for path in GRADED_DIR.glob("test_*.py"):
+    for path in folder.glob("test_*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         module_part = _marker_arg(tree.body, "part")
         for node in tree.body:
@@ -257,8 +256,42 @@ def _public_points() -> dict[int, int]:
             marks = [ast.unparse(d) for d in node.decorator_list]
             if "pytest.mark.public" in marks:
                 part = _marker_arg([node], "part") or module_part
-                points[part] = points.get(part, 0) + _marker_arg([node], "points")
+                cases = _cases(node, tree)
+                points[part] = points.get(part, 0) + cases * _marker_arg(
+                    [node], "points"
+                )
     return points
+
+
+def _cases(test: ast.FunctionDef, tree: ast.Module) -> int:
+    """How many cases ``parametrize`` makes of a test (its values are written out: the leak
+    check refuses any other)."""
+    constants = {
+        target.id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    cases = 1
+    for decorator in test.decorator_list:
+        if (
+            isinstance(decorator, ast.Call)
+            and ast.unparse(decorator.func) == "pytest.mark.parametrize"
+        ):
+            values = decorator.args[1] if len(decorator.args) > 1 else None
+            values = next(
+                (k.value for k in decorator.keywords if k.arg == "argvalues"), values
+            )
+            if isinstance(values, ast.Name):
+                values = constants.get(values.id)
+            if not isinstance(values, (ast.List, ast.Tuple)):
+                raise ReleaseError(
+                    f"{test.name}: parametrize's values are not written out, so its public "
+                    "points cannot be counted"
+                )
+            cases *= len(values.elts)
+    return cases
 
 
 def _marker_arg(nodes, marker: str) -> int | None:

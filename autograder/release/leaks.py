@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 from autograder import shipped_tests
+from autograder.points import PACKAGE
 from autograder.release.stubs import BEGIN, END, REPO, SOLUTIONS
 
 #: The answer key: in the handout its values, never its code (``tests.graded.answers``).
@@ -20,6 +21,7 @@ def strip_hidden_tests(
     """A test module without its ``@pytest.mark.hidden`` tests (decorators included);
     ``keep_lines`` leaves their lines empty, so what remains keeps its line numbers."""
     tree = ast.parse(source, filename)
+    lines = source.splitlines(keepends=True)
     drop: set[int] = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and any(
@@ -28,41 +30,60 @@ def strip_hidden_tests(
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
             drop.update(range(first, node.end_lineno + 1))
     if drop:
-        drop |= _helpers_of_hidden_tests(tree, drop)
-    lines = source.splitlines(keepends=True)
+        drop |= _helpers_of_hidden_tests(tree, drop, lines)
     blank = "\n" if keep_lines else ""
     return "".join(
         blank if n in drop else line for n, line in enumerate(lines, start=1)
     )
 
 
-def _helpers_of_hidden_tests(tree: ast.Module, dropped: set[int]) -> set[int]:
-    """The lines of the module's helpers that only the hidden tests use: in the handout they
-    would serve no test, and could compute what the hidden tests expect."""
-    helpers = {
-        node.name: node
+def _helpers_of_hidden_tests(
+    tree: ast.Module, dropped: set[int], lines: list[str]
+) -> set[int]:
+    """The lines of what only the hidden tests use (helpers, classes, module constants, with
+    the comment just above each): in the handout they would serve no test, and could compute
+    or hold what the hidden tests expect."""
+    definitions = [
+        (node, names)
         for node in tree.body
-        if isinstance(node, ast.FunctionDef) and not node.name.startswith("test_")
-    }
+        if (names := _defined_names(node)) and "pytestmark" not in names
+    ]
     drop = set(dropped)
     while True:
         used = {
             node.id
             for node in ast.walk(tree)
-            if isinstance(node, ast.Name) and node.lineno not in drop
+            if isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Load)
+            and node.lineno not in drop
         }
-        unused = [n for name, n in helpers.items() if name not in used]
-        lines = {
+        found = {
             line
-            for node in unused
-            for line in range(
-                min([node.lineno] + [d.lineno for d in node.decorator_list]),
-                node.end_lineno + 1,
-            )
+            for node, names in definitions
+            if not names & used
+            for line in _lines_of(node, lines)
         }
-        if lines <= drop:
+        if found <= drop:
             return drop - dropped
-        drop |= lines
+        drop |= found
+
+
+def _defined_names(node: ast.stmt) -> set[str]:
+    """The names a module-level statement defines (a test defines none: pytest runs it)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return set() if node.name.startswith(("test_", "Test")) else {node.name}
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return set()
+
+
+def _lines_of(node: ast.stmt, lines: list[str]) -> range:
+    """A statement's lines, its decorators and the comment lines just above it included."""
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    while first > 1 and lines[first - 2].lstrip().startswith("#"):
+        first -= 1
+    return range(first, node.end_lineno + 1)
 
 
 # Consecutive code lines that make a leak: single lines recur in honest oracles.
@@ -132,6 +153,8 @@ def find_leaks(
         ]
         if path.suffix == ".py" and _has_hidden_tests(text):
             leaks.append(f"{name}: hidden tests")
+        elif path.suffix == ".py" and path.name.startswith("test_"):
+            leaks += [f"{name}:{leak}" for leak in _values_no_test_uses(text)]
         if path.suffix == ".py" and name.parts[0] == "tests":
             leaks += [f"{name}: {leak}" for leak in _answer_key_functions(text, key)]
     shipped = {
@@ -143,7 +166,11 @@ def find_leaks(
 
 
 def refused_test_code(repo: Path = REPO) -> list[str]:
-    """The shipped test code's refusals, with the repository's own line numbers."""
+    """The shipped test code's refusals, with the repository's own line numbers: what the
+    release checks before it writes anything (shapes the check cannot follow, computed expected
+    values, functions of the answer key, runs of solution or answer-key code)."""
+    key = oracle_functions(repo / ORACLES)
+    secret = solution_windows(repo / "solutions" / PACKAGE).union(*key.values())
     shipped = {}
     for path in sorted((repo / "tests" / "graded").glob("*.py")):
         name = path.relative_to(repo).as_posix()
@@ -153,7 +180,14 @@ def refused_test_code(repo: Path = REPO) -> list[str]:
         if path.name.startswith("test_"):
             text = strip_hidden_tests(text, path.name, keep_lines=True)
         shipped[name] = text
-    return shipped_tests.refusals(shipped)
+    leaks = []
+    for name, text in shipped.items():
+        leaks += [
+            f"{name}: {' / '.join(w)}"
+            for w in sorted(_windows(_code_lines(text)) & secret)
+        ]
+        leaks += [f"{name}: {leak}" for leak in _answer_key_functions(text, key)]
+    return leaks + shipped_tests.refusals(shipped)
 
 
 def _answer_key_functions(source: str, key: dict) -> list[str]:
@@ -167,6 +201,26 @@ def _answer_key_functions(source: str, key: dict) -> list[str]:
         for node in ast.walk(tree)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         and node.name in key
+    ]
+
+
+def _values_no_test_uses(source: str) -> list[str]:
+    """A test file's module-level values and helpers that none of its tests uses: in a
+    handout, what only the hidden tests needed (which ``strip_hidden_tests`` leaves out)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    used = {
+        node.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+    }
+    return [
+        f"{node.lineno}: {', '.join(sorted(names))} is used by no test of the handout, "
+        "only by hidden ones: leave it out (strip_hidden_tests) or use it in a public test"
+        for node in tree.body
+        if (names := _defined_names(node)) - {"pytestmark"} and not names & used
     ]
 
 

@@ -1,28 +1,35 @@
-"""The README's "Adding a part" checklist is complete: following it in a copy of the repository
-with a tiny new part (an ALiBi bias), editing exactly the files it names, gives a suite whose
-points add up, a release that ships no oracle, and a grader that scores the reference and alice
-on the new total. Written with its oracle inline instead, the new test stops the release."""
+"""The README's "Adding a part" checklist is complete and enforced: following it in a copy of the
+repository with a tiny new part built on ``causal_mask`` (a sliding-window mask), editing exactly
+the files it names, gives a suite whose checks pass, a release that ships no oracle, and a
+grader that scores the reference and alice on the new total. Leaving out any one step fails a
+check whose message names the file left out. Written with its oracle inline instead, the new
+test stops the release.
+
+The copies run the checks the steps feed (``CHECKS``), not the whole engine suite: that would
+take the better part of an hour per copy."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from autograder.points import MODULES, PARTS, TOTAL_POINTS
-from autograder.release import ReleaseError, build_handout
+from autograder.release import ReleaseError, build_handout, make_stub
 
 from .conftest import Run
 
 REPO = Path(__file__).resolve().parents[2]
 N = max(PARTS) + 1
 POINTS = 2
+TITLE = "Sliding-window mask"
 #: Names the example part may take, the first that no part's module uses.
-CANDIDATES = ("alibi", "alibi_bias", "linear_bias", "distance_bias")
+CANDIDATES = ("window", "window_mask", "sliding_window", "local_mask")
 
 
 def free_module_name() -> str:
@@ -40,80 +47,129 @@ MODULE = free_module_name()
 TOPIC = MODULE
 
 REFERENCE = '''\
-"""Part {n}: ALiBi, a bias on attention scores that grows with the distance to the key."""
+"""Part {n}: a sliding-window mask, the causal mask with the distant past prohibited too."""
 
 import torch
 
+from transformer_hw.masks import causal_mask
 
-def alibi_bias(t: int, slope: float) -> torch.Tensor:
-    """Float32 ``(t, t)``: ``-slope * |i - j|`` for query ``i`` and key ``j``."""
-    # TODO: the bias from the distances between positions.
+
+def window_mask(t: int, window: int) -> torch.Tensor:
+    """Bool ``(t, t)``: True where key ``j`` lies in query ``i``'s future or ``window`` or
+    more positions behind it."""
+    # TODO: the causal mask, with the keys too far behind prohibited too.
     ### BEGIN SOLUTION
-    positions = torch.arange(t, dtype=torch.float32)
-    return -slope * (positions[:, None] - positions[None, :]).abs()
+    behind = torch.arange(t)[:, None] - torch.arange(t)[None, :]
+    return causal_mask(t) | (behind >= window)
     ### END SOLUTION
 '''
 
 ALICE = """\
 import torch
 
+from transformer_hw.masks import causal_mask
 
-def alibi_bias(t, slope):
-    return torch.tensor([[-slope * abs(i - j) for j in range(t)] for i in range(t)])
+
+def window_mask(t, window):
+    far = torch.tensor([[i - j >= window for j in range(t)] for i in range(t)])
+    return causal_mask(t) | far
 """
 
 ORACLE = '''
 
-def alibi_oracle(t: int, slope: float) -> torch.Tensor:
-    """The ALiBi bias in float64, by the distances between positions."""
-    distance = torch.arange(t, dtype=F64)[:, None] - torch.arange(t, dtype=F64)[None, :]
-    return -slope * (distance * distance) ** 0.5
+def window_oracle(t: int, window: int) -> torch.Tensor:
+    """The sliding-window mask, position by position."""
+    rows = [[j > i or i - j >= window for j in range(t)] for i in range(t)]
+    return torch.tensor(rows, dtype=torch.bool)
 '''
 
 TESTS = '''\
-"""Part {n}: the ALiBi bias, against a float64 oracle."""
+"""Part {n}: the sliding-window mask, against its oracle."""
 
 import pytest
-import torch
 
-from tests.graded.answers import alibi_oracle
-from tests.graded.compare import assert_close
+from tests.graded.answers import window_oracle
+from tests.graded.compare import assert_exact
 
 pytestmark = pytest.mark.part({n})
+
+WINDOW = "{module}.window_mask"
 
 
 @pytest.mark.points(1)
 @pytest.mark.public
-def test_alibi_bias(hw):
-    assert_close(hw.call("{module}.alibi_bias", 4, 0.5), alibi_oracle(4, 0.5).float(), "bias")
+def test_window_mask(hw):
+    want = window_oracle(5, 2).to(hw.device)
+    assert_exact(hw.call(WINDOW, 5, 2), want, "window_mask(5, 2)")
 
 
 @pytest.mark.points(1)
 @pytest.mark.hidden
-def test_alibi_bias_one_position(hw):
-    assert_close(hw.call("{module}.alibi_bias", 1, 0.25), alibi_oracle(1, 0.25).float(), "bias")
+def test_window_mask_wider_than_the_sequence(hw):
+    want = window_oracle(3, 4).to(hw.device)
+    assert_exact(hw.call(WINDOW, 3, 4), want, "window_mask(3, 4)")
 '''
-#: The same tests with the oracle written inline, operators and torch.arange only.
-INLINE = TESTS.replace("from tests.graded.answers import alibi_oracle\n", "").replace(
-    "\n\n@pytest.mark.points(1)\n@pytest.mark.public",
-    "\n" + ORACLE.replace("F64", "torch.float64") + "\n\n@pytest.mark.points(1)\n"
-    "@pytest.mark.public",
-    1,
+#: The public test with the oracle written inline, comparisons and torch.arange only.
+INLINE_ORACLE = """
+
+def window_oracle(t: int, window: int) -> torch.Tensor:
+    behind = torch.arange(t)[:, None] - torch.arange(t)[None, :]
+    return (behind < 0) | (behind >= window)
+"""
+INLINE = (
+    TESTS.replace("from tests.graded.answers import window_oracle\n", "import torch\n")
+    .replace(
+        "\n\n@pytest.mark.points(1)", INLINE_ORACLE + "\n\n@pytest.mark.points(1)", 1
+    )
+    .split("\n\n@pytest.mark.points(1)\n@pytest.mark.hidden")[0]
 )
 INLINE_LINE = INLINE.splitlines().index(
-    "def alibi_oracle(t: int, slope: float) -> torch.Tensor:"
+    "def window_oracle(t: int, window: int) -> torch.Tensor:"
 )
+
+SPEC_SECTION = f"""## {N}. `transformer_hw/{MODULE}.py`
+- `window_mask(t, window) -> BoolTensor (t, t)`: True where key `j` lies in the future of query
+  `i` or `window` or more positions behind it: `causal_mask(t)` with the distant past too.
+
+"""
+MUTANT = f"""    single(
+        "window-off-by-one",
+        "{MODULE}.py",
+        "(behind >= window)",
+        "(behind > window)",
+        {N},
+        "window one key too wide",
+    ),
+"""
+WORDING = """    "window one key too wide": (
+        "window one key too wide: the key exactly `window` positions behind is still seen"
+    ),
+"""
 
 
 def add_part(points_py: str) -> str:
     end_of_parts = "\n    )\n}\n"
     assert points_py.count(end_of_parts) == 1, "PARTS is no longer laid out as expected"
-    entry = f'\n        Part({N}, "ALiBi", ("{MODULE}.py",), (), {POINTS}),'
+    entry = f'\n        Part({N}, "{TITLE}", ("{MODULE}.py",), (2,), {POINTS}),'
     return points_py.replace(end_of_parts, entry + end_of_parts)
+
+
+def add_rule(forbidden_py: str) -> str:
+    head = "WITHOUT_RULES = frozenset({"
+    assert forbidden_py.count(head) == 1, (
+        "WITHOUT_RULES is no longer laid out as expected"
+    )
+    return forbidden_py.replace(head, f'{head}"{MODULE}.py", ')
 
 
 def add_oracle(oracles_py: str) -> str:
     return oracles_py + ORACLE
+
+
+def add_spec_section(spec: str) -> str:
+    notes = "## Notes for the graded suite"
+    assert spec.count(notes) == 1
+    return spec.replace(notes, SPEC_SECTION + notes)
 
 
 def add_check_cell(notebook: str) -> str:
@@ -131,10 +187,22 @@ def add_check_cell(notebook: str) -> str:
     return json.dumps(data, indent=1) + "\n"
 
 
+def add_mutant(mutants_py: str, worded: bool = True) -> str:
+    """The part's mistake at the end of CATALOGUE, its words at the end of WORDING."""
+    catalogue = mutants_py.index("\nCATALOGUE: tuple[Mutant, ...] = (\n")
+    end = mutants_py.index("\n)\n", catalogue) + 1
+    mutants_py = mutants_py[:end] + MUTANT + mutants_py[end:]
+    if worded:
+        wording = mutants_py.index("\nWORDING = {\n")
+        end = mutants_py.index("\n}\n", wording) + 1
+        mutants_py = mutants_py[:end] + WORDING + mutants_py[end:]
+    return mutants_py
+
+
 def add_row(readme: str) -> str:
     total = f"| | | **total** | **{TOTAL_POINTS}** |\n"
     assert readme.count(total) == 1
-    row = f"| {N} | `{MODULE}.py` | ALiBi | {POINTS} |\n"
+    row = f"| {N} | `{MODULE}.py` | {TITLE} | {POINTS} |\n"
     return readme.replace(
         total, row + total.replace(str(TOTAL_POINTS), str(TOTAL_POINTS + POINTS))
     )
@@ -149,22 +217,39 @@ ALICE_DIR = "examples/submissions/alice_alternative_style"
 EDITS = {
     "solutions/transformer_hw/<module>.py": new_file(REFERENCE.format(n=N)),
     "autograder/points.py": add_part,
+    "autograder/forbidden.py": add_rule,
     "tests/graded/oracles.py": add_oracle,
     "tests/graded/test_part<N>_<topic>.py": new_file(TESTS.format(n=N, module=MODULE)),
+    "docs/SPEC.md": add_spec_section,
     "notebooks/transformer_hw.ipynb": add_check_cell,
     f"{ALICE_DIR}/transformer_hw/<module>.py": new_file(ALICE),
+    "autograder/zoo/mutants.py": add_mutant,
     "README.md": add_row,
+    "assignments/transformer_hw/<module>.py": new_file(
+        make_stub(REFERENCE.format(n=N), f"{MODULE}.py")
+    ),
 }
 PLACEHOLDERS = {"<N>": str(N), "<module>": MODULE, "<topic>": TOPIC}
 TEST_FILE = f"tests/graded/test_part{N}_{TOPIC}.py"
 
-
-#: two pytest runs in one interpreter: torch is imported once
-SUITE_CHECKS = (
-    "import pytest, sys; sys.exit("
-    "pytest.main(['-q', 'tests/engine/test_points.py'])"
-    " or pytest.main(['-q', '--collect-only', 'tests/graded']))"
-)
+#: The checks the steps feed, in one interpreter (torch imported once): the engine's tests of
+#: what derives from PARTS, the graded suite's collection (points per part), the leak check.
+CHECKS = """
+import sys, pytest
+from autograder.release import refused_test_code
+engine = pytest.main([
+    "-q", "-p", "no:cacheprovider", "tests/engine/test_points.py",
+    "tests/engine/test_diagnosis.py::test_every_phrase_has_words_that_hold_it",
+    "tests/engine/test_diagnosis.py::test_a_file_reaches_the_parts_whose_code_imports_it",
+    "tests/engine/test_release.py::test_assignments_are_generated_from_solutions",
+    "tests/engine/test_feedback_views.py::"
+    "test_without_a_terminal_each_submission_is_a_plain_line",
+])
+graded = pytest.main(["-q", "-p", "no:cacheprovider", "--collect-only", "tests/graded"])
+refused = refused_test_code()
+print(*refused, sep="\\n")
+sys.exit(engine or graded or bool(refused))
+"""
 
 
 def checklist() -> list[str]:
@@ -174,14 +259,31 @@ def checklist() -> list[str]:
     return re.findall(r"^\d+\. `([^`]+)`", section, re.MULTILINE)
 
 
-def follow_checklist(copy: Path) -> None:
+def filled(template: str) -> str:
+    for placeholder, value in PLACEHOLDERS.items():
+        template = template.replace(placeholder, value)
+    return template
+
+
+def follow_checklist(copy: Path, skip: str | None = None, edits=None) -> None:
+    """The repository copied to ``copy`` with the checklist's edits, but ``skip``'s."""
     ignored = ("__pycache__", ".venv", ".git", "build", "grades", "*.egg-info")
     shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(*ignored))
-    for template, edit in EDITS.items():
-        for placeholder, value in PLACEHOLDERS.items():
-            template = template.replace(placeholder, value)
-        path = copy / template
+    for template, edit in (edits or EDITS).items():
+        if template == skip:
+            continue
+        path = copy / filled(template)
         path.write_text(edit(path.read_text() if path.exists() else None))
+
+
+def run_checks(copy: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", CHECKS],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def test_the_checklist_names_what_a_new_part_needs(tmp_path):
@@ -189,9 +291,9 @@ def test_the_checklist_names_what_a_new_part_needs(tmp_path):
     copy = tmp_path / "repo"
     follow_checklist(copy)
 
-    # The README's table and the part's modules agree with PARTS; the suite's points add up.
-    # Side by side with the grading; each imports the copy's own `autograder` and tests.
-    checks = Run([sys.executable, "-c", SUITE_CHECKS], copy, tmp_path / "checks.log")
+    # The checks the steps feed pass; side by side, the grader scores the new part.
+    # Each imports the copy's own `autograder` and tests.
+    checks = Run([sys.executable, "-c", CHECKS], copy, tmp_path / "checks.log")
     grade = ["grade", "solutions", ALICE_DIR, "--out", "grades", "-k", f"part{N}"]
     grading = Run(
         [sys.executable, "-m", "autograder", *grade], copy, tmp_path / "grade.log"
@@ -209,6 +311,30 @@ def test_the_checklist_names_what_a_new_part_needs(tmp_path):
     assert gradebook[0].endswith(f",part{N},problems")
 
 
+#: What the refusal of a left-out step names: its file (a test file's topic is the author's).
+NAMED = {step: filled(step) for step in EDITS} | {
+    "tests/graded/test_part<N>_<topic>.py": f"tests/graded/test_part{N}_"
+}
+
+
+@pytest.mark.parametrize("step", list(EDITS))
+def test_each_step_left_out_is_refused_naming_its_file(step, tmp_path):
+    copy = tmp_path / "repo"
+    follow_checklist(copy, skip=step)
+    done = run_checks(copy)
+    assert done.returncode != 0, f"nothing refused the checklist without {step}"
+    assert NAMED[step] in done.stdout + done.stderr, done.stdout[-4000:]
+
+
+def test_a_mutant_without_its_wording_is_refused(tmp_path):
+    copy = tmp_path / "repo"
+    edits = EDITS | {"autograder/zoo/mutants.py": lambda t: add_mutant(t, worded=False)}
+    follow_checklist(copy, edits=edits)
+    done = run_checks(copy)
+    assert done.returncode != 0
+    assert "to WORDING (autograder/zoo/mutants.py)" in done.stdout
+
+
 def test_an_inline_oracle_stops_the_release(tmp_path):
     """The checklist followed with the oracle in the test file: the release refuses, naming the
     function, its line, and where it belongs."""
@@ -218,5 +344,7 @@ def test_an_inline_oracle_stops_the_release(tmp_path):
     with pytest.raises(ReleaseError) as refused:
         build_handout(tmp_path / "handout", copy)
     message = str(refused.value)
-    assert f"{TEST_FILE}:{INLINE_LINE + 1}: alibi_oracle computes on tensors" in message
-    assert "move alibi_oracle into tests/graded/oracles.py" in message
+    assert (
+        f"{TEST_FILE}:{INLINE_LINE + 1}: window_oracle computes on tensors" in message
+    )
+    assert "move window_oracle into tests/graded/oracles.py" in message

@@ -8,6 +8,9 @@ itself, on cheap parts, with mistakes it was not built from (alice's style)."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -158,7 +161,9 @@ def test_an_edit_acts_where_its_function_runs():
 
 
 def test_every_phrase_has_words_that_hold_it():
-    assert set(WORDING) == {m.diagnosis for m in CATALOGUE}
+    unworded = sorted({m.diagnosis for m in CATALOGUE} - set(WORDING))
+    assert not unworded, f"add {unworded} to WORDING (autograder/zoo/mutants.py)"
+    assert set(WORDING) == {m.diagnosis for m in CATALOGUE}, "WORDING for no mutant"
     for phrase, words in WORDING.items():
         assert phrase.lower() in words.lower()
 
@@ -201,10 +206,36 @@ def test_a_correct_style_diagnosed_on_every_test_gets_nothing_named():
 # Grading each mutant on the parts that can reach it ------------------------------------------
 
 
+#: In a fresh interpreter: for each part, the reference's modules that importing the files of
+#: the part and of the parts it builds on loads, as Python itself imports them.
+LOADED_BY_PART = """
+import importlib, json, sys
+from autograder.points import PACKAGE, PARTS, builds_on
+sys.path.insert(0, sys.argv[1])
+found = {}
+for k in PARTS:
+    for name in [m for m in sys.modules if m.split(".")[0] == PACKAGE]:
+        del sys.modules[name]
+    for j in {k} | builds_on(k):
+        for file in PARTS[j].files:
+            importlib.import_module(f"{PACKAGE}.{file.removesuffix('.py')}")
+    prefix = PACKAGE + "."
+    found[k] = [m.removeprefix(prefix) + ".py" for m in sys.modules if m.startswith(prefix)]
+print(json.dumps(found))
+"""
+
+
 def test_a_file_reaches_the_parts_whose_code_imports_it(tmp_path):
-    assert zoo.parts_reaching(SOLUTIONS, "charlm.py") == {7}
-    assert zoo.parts_reaching(SOLUTIONS, "rope.py") == {3, 4, 5, 6, 7}
-    assert zoo.parts_reaching(SOLUTIONS, "masks.py") == {2, 3, 5, 6, 7}
+    loaded = subprocess.run(
+        [sys.executable, "-c", LOADED_BY_PART, str(SOLUTIONS.parent)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    modules = {int(k): set(v) for k, v in json.loads(loaded.stdout).items()}
+    for file in sorted({f for part in PARTS.values() for f in part.files}):
+        loading = {k for k, names in modules.items() if file in names}
+        assert zoo.parts_reaching(SOLUTIONS, file) == loading, file
     package = tmp_path / PACKAGE
     package.mkdir()
     for name in ("attention.py", "masks.py", "rope.py"):

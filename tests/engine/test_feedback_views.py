@@ -18,6 +18,7 @@ import pytest
 from rich.console import Console
 
 from autograder import classreport, cli, grade, report
+from autograder.points import TOTAL_POINTS
 from autograder.progress import READYING, BatchProgress
 from autograder.runner import TestResult as Outcome
 
@@ -166,9 +167,9 @@ def test_without_a_terminal_each_submission_is_a_plain_line(
     lines = capsys.readouterr().out.splitlines()
     assert [line for line in lines if line.startswith("[")] == [
         "[1/2] grading ann",
-        "[1/2] graded ann: 10/100",
+        f"[1/2] graded ann: 10/{TOTAL_POINTS}",
         "[2/2] grading ben",
-        "[2/2] graded ben: 10/100",
+        f"[2/2] graded ben: 10/{TOTAL_POINTS}",
     ]
 
 

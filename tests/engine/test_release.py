@@ -36,7 +36,9 @@ def test_assignments_are_generated_from_solutions():
     expected = stub_files()
     on_disk = {p.name: p.read_text(encoding="utf-8") for p in ASSIGNMENTS.glob("*.py")}
     stale = sorted(
-        n for n in expected.keys() | on_disk.keys() if expected.get(n) != on_disk.get(n)
+        f"assignments/transformer_hw/{n}"
+        for n in expected.keys() | on_disk.keys()
+        if expected.get(n) != on_disk.get(n)
     )
     assert not stale, (
         f"assignments/ is out of date for {stale}: run `autograder release`"
@@ -277,6 +279,13 @@ def copy_of_repo(tmp_path) -> Path:
     return repo
 
 
+PUBLIC_USE_OF_TABLE = """@pytest.mark.points(1)
+@pytest.mark.public
+def test_planted_table(hw):
+    assert TABLE is not None
+"""
+
+
 def test_a_planted_oracle_fails_the_release(tmp_path):
     """A function of the answer key, or a function that computes what a shipped test compares
     with, stops the release, which names it and where it lives."""
@@ -291,7 +300,7 @@ def test_a_planted_oracle_fails_the_release(tmp_path):
     line = len(original.splitlines()) + 3  # where my_angles lands
     leaks = (
         (
-            planted + "\n\n\nTABLE = rotate_pairs\n",
+            planted + "\n\n\nTABLE = rotate_pairs\n\n\n" + PUBLIC_USE_OF_TABLE,
             "rotate_pairs is a function of the answer key",
         ),
         (

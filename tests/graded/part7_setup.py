@@ -5,6 +5,7 @@ The corpus is ``data/names.txt`` (made-up names, one per line, written for this 
 output (``batch_losses``), so a forward bug costs the forward tests, not these.
 """
 
+import functools
 from pathlib import Path
 
 import torch
@@ -14,9 +15,22 @@ from tests.graded.answers import losses_of
 from tests.graded.compare import LIKELY
 from tests.graded.strategies import random_state
 
-CORPUS = (Path(__file__).resolve().parents[2] / "data" / "names.txt").read_text()
-CHARS = sorted(set(CORPUS))  # "\n" and a-z
-NAMES = CORPUS.split()
+
+@functools.cache
+def corpus() -> str:
+    """``data/names.txt``, read when a test needs it (a shipped module computes nothing at
+    import)."""
+    return (Path(__file__).resolve().parents[2] / "data" / "names.txt").read_text()
+
+
+def corpus_chars() -> list[str]:
+    """The corpus's characters, sorted: "\n" and a-z."""
+    return sorted(set(corpus()))
+
+
+def corpus_names() -> list[str]:
+    return corpus().split()
+
 
 PAD, IGNORE = 0, -100
 EPS = 1e-5  # LayerNorm's default eps

@@ -242,7 +242,7 @@ def test_scaled_dot_product_attention_example_412_7(hw):
     v = torch.tensor([[2.0], [7.0], [99.0]], dtype=torch.float64)  # (Tk=3, d_v=1)
     out, weights = hw.call(SDPA, q.to(hw.device), k.to(hw.device), v.to(hw.device))
     suspects = sdpa_suspects(q, k, v)
-    want_w = torch.tensor([[1.0, 2.0, 4.0]], dtype=torch.float64) / 7
+    want_w = torch.tensor([[1 / 7, 2 / 7, 4 / 7]], dtype=torch.float64)
     assert_close(
         weights,
         want_w.to(hw.device),

@@ -11,8 +11,6 @@ from tests.graded.compare import assert_exact
 from tests.graded.expect import raises_value_error
 from tests.graded.inputs import checked, on_second_device
 from tests.graded.part7_setup import (
-    CHARS,
-    CORPUS,
     FIRST_SEEN,
     ID_ZERO,
     LEFT_PAD,
@@ -23,6 +21,8 @@ from tests.graded.part7_setup import (
     TOKENIZER,
     UNSHIFTED,
     attempt,
+    corpus,
+    corpus_chars,
 )
 
 pytestmark = pytest.mark.part(7)
@@ -33,27 +33,28 @@ pytestmark = pytest.mark.part(7)
 @pytest.mark.points(1)
 def test_char_tokenizer_round_trip(hw):
     """Ids 1.. in sorted order, vocab_size counts PAD, decode(encode(s)) == s."""
-    tok = hw.new(TOKENIZER, CORPUS)
+    chars = corpus_chars()
+    tok = hw.new(TOKENIZER, corpus())
     vocab_size = tok.attr("vocab_size")
-    assert vocab_size == len(CHARS) + 1, (
-        f"CharTokenizer.vocab_size is {vocab_size}, expected {len(CHARS) + 1} "
-        f"({len(CHARS)} characters plus the pad id 0)"
+    assert vocab_size == len(chars) + 1, (
+        f"CharTokenizer.vocab_size is {vocab_size}, expected {len(chars) + 1} "
+        f"({len(chars)} characters plus the pad id 0)"
     )
-    ids = tok.call("encode", "".join(CHARS))
+    ids = tok.call("encode", "".join(chars))
     assert isinstance(ids, list), (
         f"encode should return a list, got {type(ids).__name__}"
     )
-    first_seen = list(dict.fromkeys(CORPUS))
+    first_seen = list(dict.fromkeys(corpus()))
     assert_exact(
         torch.tensor(ids, dtype=torch.long),
-        torch.arange(1, len(CHARS) + 1),
+        torch.arange(1, len(chars) + 1),
         "CharTokenizer.encode(sorted characters)",
         likely={
-            ID_ZERO: torch.arange(len(CHARS)),
-            FIRST_SEEN: torch.tensor([first_seen.index(c) + 1 for c in CHARS]),
+            ID_ZERO: torch.arange(len(chars)),
+            FIRST_SEEN: torch.tensor([first_seen.index(c) + 1 for c in chars]),
         },
     )
-    text = CORPUS[:400]
+    text = corpus()[:400]
     ids = tok.call("encode", text)
     assert_exact(
         torch.tensor(ids, dtype=torch.long),

@@ -28,11 +28,9 @@ from tests.graded.mistakes import (
     ZERO_GRAD_PER_EPOCH,
 )
 from tests.graded.part7_setup import (
-    CHARS,
     EVALUATE,
     IGNORE,
     LM_LOSS,
-    NAMES,
     PAD,
     TRAIN,
     H,
@@ -40,6 +38,8 @@ from tests.graded.part7_setup import (
     as_float,
     attempt,
     batch_losses,
+    corpus_chars,
+    corpus_names,
     new_lm,
     three_batches,
 )
@@ -231,11 +231,11 @@ def test_evaluate_restores_mode_and_skips_empty_batches(hw):
 @pytest.mark.points(1)
 def test_train_overfits_one_batch(hw):
     """A tiny model learns one batch of two names in 15 epochs; one dict per epoch."""
-    vocab = len(CHARS) + 1
+    vocab = len(corpus_chars()) + 1
     hw.seed(0)
     sizes = {"d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32, "max_len": 16}
     m = hw.build("charlm.CharLM", vocab, to={"device": hw.device}, **sizes)
-    seqs = [encode(f"\n{n}\n") for n in NAMES[:2]]
+    seqs = [encode(f"\n{n}\n") for n in corpus_names()[:2]]
     batch = tuple(t.to(hw.device) for t in batch_oracle(seqs, PAD))
     initial = corpus_mean(batch_losses(hw, m, [batch])).item()
     epochs = 15

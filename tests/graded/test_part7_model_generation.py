@@ -20,14 +20,12 @@ from tests.graded.expect import raises_value_error
 from tests.graded.inputs import checked, on_second_device
 from tests.graded.part7_setup import (
     AT_MAX_LEN,
-    CHARS,
     CHUNK_UNMASKED,
     FF,
     GENERATE,
     HARD_128,
     LAYERS,
     MASK_NO_OFFSET,
-    NAMES,
     NO_CAUSAL,
     NO_CHECK,
     NO_LN_F,
@@ -39,6 +37,8 @@ from tests.graded.part7_setup import (
     H,
     V,
     attempt,
+    corpus_chars,
+    corpus_names,
     lm_shapes,
     new_lm,
 )
@@ -151,10 +151,10 @@ def test_charlm_defaults(hw):
     only), so its starting loss is not graded: with Xavier's init it starts about 1 above
     log V, with PyTorch's default about 0.2 above, and both train as they should.
     """
-    vocab = len(CHARS) + 1
+    vocab = len(corpus_chars()) + 1
     hw.seed(0)
     m = hw.build("charlm.CharLM", vocab, to={"device": hw.device})
-    inputs, _ = batch_oracle([encode(f"\n{n}\n") for n in NAMES[:8]], PAD)
+    inputs, _ = batch_oracle([encode(f"\n{n}\n") for n in corpus_names()[:8]], PAD)
     logits = m(inputs.to(hw.device))
     assert tuple(logits.shape) == (*inputs.shape, vocab), (
         f"a fresh CharLM({vocab}) gave logits of shape {tuple(logits.shape)} for inputs "
