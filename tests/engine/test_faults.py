@@ -1,6 +1,11 @@
-"""Faults on the grader's side never cost the student: each case grades the reference on a few
-part-7 tests (CharLM objects held across requests) with a fault injected, and ends with the
-same grade as a clean run. A grade that met a fault is marked so and is not kept.
+"""Whose fault a worker's end is (``autograder.sandbox.retries``). Faults on the grader's side
+never cost the student: each case grades the reference on a few part-7 tests (CharLM objects
+held across requests) with a fault injected that a retry does not meet again, and ends with the
+same grade as a clean run, marked with the fault and kept. A worker that ends the same way at
+the same request after a retry has ended by its own doing, whatever it made its end look like
+(the status of a lost connection, a signal it sent itself, its own socket shut): that request
+fails and the grade is final. Time limits count only the host's delays, never a wait the
+submission's own processes cause.
 
 No case depends on timing: wherever a kill lands in a request, the request is run again.
 """
@@ -20,10 +25,10 @@ from types import SimpleNamespace
 import pytest
 
 from autograder import cli, grade, report
-from autograder.points import PACKAGE
+from autograder.points import PACKAGE, PARTS
 from autograder.release import SOLUTIONS
 from autograder.sandbox import client as sandbox
-from autograder.sandbox import template_client
+from autograder.sandbox import retries, template_client
 
 #: A few part-7 tests whose requests build a CharLM, load weights into it and run it: a
 #: fault in their middle leaves the grading side holding handles to the lost worker's objects.
@@ -98,10 +103,10 @@ def test_a_worker_killed_from_outside_mid_request_is_retried(
     assert "SIGKILL" in graded.grader_events[0]
     assert "cost no points" in graded.grader_events[0]
     assert graded.grader_events[0] in graded.problems
-    # Marked in results.json, and graded again on the next run.
+    # Marked in results.json, and kept: it is the grade a run without the fault gives.
     digests = {"submission": "s", "suite": "t"}
     report.write_submission(tmp_path, graded, digests=digests)
-    assert report.current_results(tmp_path, "reference", digests) is None
+    assert report.current_results(tmp_path, "reference", digests) is not None
     row = report.gradebook_row(tmp_path, "reference")
     assert "SIGKILL" in row["problems"]
 
@@ -150,25 +155,61 @@ def kill_on_plan(monkeypatch, plan: list[str]) -> list[str]:
     return made
 
 
-def test_repeated_kills_of_one_request_and_its_replay_cost_nothing(
+def test_kills_of_a_request_its_fresh_worker_and_its_replay_cost_nothing(
     reference, clean, monkeypatch
 ):
-    """Kills from outside are never the student's, however often they land on one request
-    (and on the fresh worker that takes it up, as it starts or replays), up to
-    ``MAX_FAULTS_PER_REQUEST``."""
+    """A kill as a fresh worker starts (no student code has run in it) is the host's; a kill
+    during the replay strikes another request than the first, and neither ends the same way
+    again: each is retried and costs nothing."""
     plan = ["struck", "starting", "replay"]
-    assert len(plan) == sandbox.MAX_FAULTS_PER_REQUEST
     made = kill_on_plan(monkeypatch, plan)
     graded = graded_with(reference)
     assert made == plan and outcomes(graded) == outcomes(clean)
     assert len(graded.grader_events) == len(plan)
 
 
-def test_one_kill_more_is_the_graders_failure_not_the_students(reference, monkeypatch):
-    made = kill_on_plan(monkeypatch, ["struck"] * (sandbox.MAX_FAULTS_PER_REQUEST + 1))
+def test_a_kill_that_recurs_at_the_same_request_is_the_submissions(
+    reference, clean, monkeypatch, tmp_path
+):
+    """Seen from outside, a worker killed twice at one request is a worker that ends itself
+    there: that request fails, nothing else, and the grade is final."""
+    made = kill_on_plan(monkeypatch, ["struck", "struck"])
+    graded = graded_with(reference)
+    assert made == ["struck", "struck"] and graded.grader_events == []
+    lost = {t for t, passed in outcomes(graded).items() if not passed}
+    assert len(lost) == 1  # the clean run passed every test
+    (failed,) = [t for t in graded.tests if not t.passed]
+    assert "SIGKILL" in failed.message and "again, after a retry" in failed.message
+    digests = {"submission": "s", "suite": "t"}
+    report.write_submission(tmp_path, graded, digests=digests)
+    assert report.current_results(tmp_path, "reference", digests) is not None
+
+
+def test_ends_that_do_not_recur_past_the_retries_are_the_graders_failure(
+    reference, monkeypatch, tmp_path
+):
+    """A worker killed once at each of many requests, never again at the same one: every end
+    is the host's, so once the retries are spent the grading is the grader's failure, with an
+    empty gradebook row (not zeros) that says why."""
+    send_by = sandbox.IsolatedSubmission._send_by
+    struck: set[int] = set()
+
+    def sending(self, encoded, deadline):
+        if self._seq >= STRUCK and self._seq not in struck and self._sock is not None:
+            struck.add(
+                self._seq
+            )  # as it is sent, or as its fresh worker gets the files
+            os.kill(host_pid(self._pid), signal.SIGKILL)
+        return send_by(self, encoded, deadline)
+
+    monkeypatch.setattr(sandbox.IsolatedSubmission, "_send_by", sending)
     graded = grade.grade_one("reference", reference, SETTINGS)
-    assert len(made) == sandbox.MAX_FAULTS_PER_REQUEST + 1
-    assert graded.failed and "faults outside it" in graded.detail
+    assert graded.failed and "did not recur" in graded.detail
+    assert len(struck) <= retries.MAX_RETRIES + 1  # or their time ran out first
+    report.write_submission(tmp_path, graded, digests={"submission": "s", "suite": "t"})
+    row = report.gradebook_row(tmp_path, "reference")
+    assert row["score"] == "" and all(row[f"part{k}"] == "" for k in PARTS)
+    assert "did not recur" in row["problems"]
 
 
 def test_a_kill_with_the_request_unread_is_retried(reference, clean, monkeypatch):
@@ -205,7 +246,7 @@ def test_a_closed_worker_socket_is_retried(reference, clean, monkeypatch):
     )
     graded = graded_with(reference)
     assert struck and outcomes(graded) == outcomes(clean)
-    assert ["lost its connection" in e for e in graded.grader_events] == [True]
+    assert ["lost connection" in e for e in graded.grader_events] == [True]
 
 
 def test_a_reply_late_but_inside_its_deadline_counts(reference, clean, monkeypatch):
