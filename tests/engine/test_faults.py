@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -26,6 +27,7 @@ import pytest
 
 from autograder import cli, grade, report
 from autograder.points import PACKAGE, PARTS
+from autograder.protocol import StudentError
 from autograder.release import SOLUTIONS
 from autograder.sandbox import client as sandbox
 from autograder.sandbox import retries, template_client
@@ -196,9 +198,8 @@ def test_ends_that_do_not_recur_past_the_retries_are_the_graders_failure(
 
     def sending(self, encoded, deadline):
         if self._seq >= STRUCK and self._seq not in struck and self._sock is not None:
-            struck.add(
-                self._seq
-            )  # as it is sent, or as its fresh worker gets the files
+            # As it is sent, or as the fresh worker that is to serve it gets the files.
+            struck.add(self._seq)
             os.kill(host_pid(self._pid), signal.SIGKILL)
         return send_by(self, encoded, deadline)
 
@@ -337,3 +338,109 @@ def test_a_request_slowed_by_a_crowded_host_is_not_a_time_out(tmp_path):
             for loop in loops:
                 loop.kill()
                 loop.wait()
+
+
+#: Student code that ends its own worker at a request, in each of the ways that look from
+#: outside like a fault of the host's (and one plainly its own, for contrast). The reader of
+#: student files refuses most of these routes; the sandbox must hold where it would not.
+ENDS_ITSELF = """
+import os
+import resource
+import signal
+import socket
+import time
+
+
+def answer(x):
+    return x
+
+
+def end_by(how):
+    if how == "its own exit":
+        os._exit(0)
+    if how == "the status of a lost connection":
+        os._exit(72)
+    if how == "SIGKILL sent to itself":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if how == "SIGTERM sent to itself":
+        os.kill(os.getpid(), signal.SIGTERM)
+    if how == "a CPU limit it lowered":  # soft = hard: the kernel's SIGKILL, not SIGXCPU
+        used = int(time.process_time()) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (used, used))
+        while True:
+            pass
+    if how == "its own sockets shut":
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                sock = socket.socket(fileno=int(name))
+            except OSError:
+                continue
+            sock.shutdown(socket.SHUT_RDWR)
+            sock.detach()
+        time.sleep(3600)
+    raise ValueError(how)
+"""
+ENDS = [
+    "the status of a lost connection",
+    "SIGKILL sent to itself",
+    "SIGTERM sent to itself",
+    "a CPU limit it lowered",
+    "its own sockets shut",
+]
+
+
+@pytest.mark.parametrize("how", ["its own exit", *ENDS])
+def test_a_worker_that_ends_itself_loses_that_request_only(tmp_path, how):
+    """Whatever its end looks like, a worker that ends at the same request after a retry has
+    ended by its own doing: the request fails (it is not run again), no grader event is left,
+    and the next request is served. An end plainly its own is not retried at all."""
+    root = tmp_path / "sub"
+    shutil.copytree(SOLUTIONS, root / PACKAGE)
+    masks = root / PACKAGE / "masks.py"
+    masks.write_text(masks.read_text() + ENDS_ITSELF)
+    limits = sandbox.Limits(call_timeout=30.0, submission_timeout=300.0)
+    with sandbox.IsolatedSubmission(root, limits=limits) as hw:
+        assert hw.call("masks.answer", 1) == 1
+        with pytest.raises(StudentError) as ended:
+            hw.call("masks.end_by", how)
+        assert ended.value.type_name == "ProcessExit"
+        retried = "again, after a retry" in ended.value.message
+        assert retried == (how in ENDS), ended.value.message
+        assert hw.grader_events == []
+        with pytest.raises(StudentError, match="so it was not run again"):
+            hw.call("masks.end_by", how)
+        assert hw.call("masks.answer", 2) == 2
+
+
+#: Student code that spins in processes of its own beside a request that spins too.
+SPINS_BESIDE = """
+import os
+
+
+def spin_beside(processes):
+    for _ in range(processes):
+        if os.fork() == 0:
+            while True:
+                pass
+    while True:
+        pass
+"""
+
+
+def test_processes_spinning_beside_a_request_earn_it_no_time(tmp_path):
+    """Eight processes of the submission's own share its worker's CPU, so the worker waits
+    for a CPU most of the time. That wait is the submission's doing, never the host's: the
+    request still ends near its limit of 1 s (crediting the wait would stretch it to the
+    cap, 10 s; 5 s leaves room for a busy host's own share of the wait)."""
+    root = tmp_path / "sub"
+    shutil.copytree(SOLUTIONS, root / PACKAGE)
+    masks = root / PACKAGE / "masks.py"
+    masks.write_text(masks.read_text() + SPINS_BESIDE + COMPUTES)
+    limits = sandbox.Limits(call_timeout=1.0, submission_timeout=60.0)
+    with sandbox.IsolatedSubmission(root, limits=limits) as hw:
+        assert hw.call("masks.compute", 0.05) == 0.05  # the worker is up
+        began = time.monotonic()
+        with pytest.raises(StudentError, match="took longer than 1 s"):
+            hw.call("masks.spin_beside", 8)
+        took = time.monotonic() - began
+    assert took < 5 * limits.call_timeout, took
