@@ -159,9 +159,8 @@ class IsolatedSubmission(Submission):
         self._journal = _Journal()
         self._rebuild = False  # the next worker is brought to the lost one's state
         self._retries = retries.Retries()
-        self._retried_events: dict[
-            int, str
-        ] = {}  # request -> its event, while undecided
+        # Each request retried, and its grader event, which goes if its end recurs.
+        self._retried_events: dict[int, str] = {}
         self._host_wait = _HostWait()
         # The wait in progress: (when it began, seconds allowed, ``_HostWait`` counters then)
         self._timed = (0.0, 0.0, _HostWait.NOTHING)
@@ -324,10 +323,10 @@ class IsolatedSubmission(Submission):
         own, or again at the same request after a retry. The request is not run again."""
         at = self._seq if ended.at == _LIVE else ended.at
         again = ""
-        if (
-            at in self._retried_events
-        ):  # it did end that way again: no event of the grader's
+        # It ended that way again: no event of the grader's, and the retry's time was its own.
+        if at in self._retried_events:
             self.grader_events.remove(self._retried_events.pop(at))
+            self._deadline -= self._retries.cost_of(at)
             again = " again, after a retry in a fresh process"
         if at != self._seq:  # a request replayed to bring the fresh worker to its state
             return _error(
@@ -435,8 +434,10 @@ class IsolatedSubmission(Submission):
         if self._rebuild:
             try:
                 self._replay()
-            finally:
-                self._retries.charge(time.monotonic() - started)
+            finally:  # its time is not the submission's
+                took = time.monotonic() - started
+                self._retries.charge(took)
+                self._deadline += took
             self._rebuild = False
 
     def _replay(self) -> None:
@@ -444,11 +445,11 @@ class IsolatedSubmission(Submission):
         sent again in order. A worker forked from the template starts as every other does (its
         torch generator included), so with one torch thread it ends up holding the same
         objects under the same ids, and the tests' handles name them still. The replies were
-        already used: these are dropped, and neither their time nor their bytes count against
-        the submission. A worker that ends during the replay ends at the replayed request
-        (``_WorkerEnded.at``); one that answers it otherwise than it did has ended by its own
-        doing."""
-        began, spent = time.monotonic(), self._reply_bytes
+        already used: these are dropped, and their bytes do not count against the
+        submission (nor their time: ``_start``). A worker that ends during the replay ends at
+        the replayed request (``_WorkerEnded.at``); one that cannot be brought back otherwise
+        (a replayed request runs out of time) has ended by its own doing."""
+        spent = self._reply_bytes
         seq = 0
         try:
             for seq, encoded in self._journal.entries:
@@ -466,7 +467,6 @@ class IsolatedSubmission(Submission):
             ) from None
         finally:
             self._reply_bytes = spent
-            self._deadline += time.monotonic() - began
 
     def _stop(self) -> None:
         """Kill the worker (the template removes what it left)."""
@@ -671,13 +671,16 @@ class _HostWait:
     Every such wait is time one of the sandbox's other tasks spent on a CPU, and the sandbox's
     control group counts all of its tasks' CPU time (``bubblewrap.ControlGroups.cpu_seconds``,
     read from outside the sandbox), so the wait less the CPU time of the sandbox's tasks other
-    than the worker's own is what tasks outside the sandbox took at least. A worker cannot
-    lower its own priority or move to other CPUs either (``confine``'s system-call filter),
-    so what waits it gets are the host's. Without the control group's count nothing is
-    credited: a time limit is then plain wall time."""
+    than the worker's own is what tasks outside the sandbox took at least. The grading thread's
+    own CPU time is taken off as well: the worker can make it work (with messages to read) on
+    the CPU they may share. A worker cannot lower its own priority, give its CPU away
+    (``sched_yield``) or move to other CPUs either (``confine``'s system-call filter), so
+    what waits it gets are the host's. Without the control group's count nothing is credited:
+    a time limit is then plain wall time."""
 
-    #: Counters before a worker was found: (waited, ran, the sandbox's CPU time), in seconds.
-    NOTHING = (0.0, 0.0, None)
+    #: Counters before a worker was found: (waited, ran, the sandbox's CPU time, the grading
+    #: thread's CPU time), in seconds.
+    NOTHING = (0.0, 0.0, None, 0.0)
 
     def __init__(self):
         self._path: Path | None = None  # the current worker's statistics, once found
@@ -687,9 +690,10 @@ class _HostWait:
         """The worker is gone: the next one is looked up afresh."""
         self._path, self._looked = None, False
 
-    def counters(self, pid: int) -> tuple[float, float, float | None]:
+    def counters(self, pid: int) -> tuple[float, float, float | None, float]:
         """Worker ``pid``'s (its pid in the template's namespace) wait for a CPU and time on
-        one so far, and the CPU time of the sandbox's tasks (``None``: not counted here)."""
+        one so far, the CPU time of the sandbox's tasks (``None``: not counted here) and that
+        of the calling thread, the grading thread."""
         template = template_client.running()
         if not self._looked and pid:
             self._looked = True
@@ -701,7 +705,8 @@ class _HostWait:
             ran, waited = self._path.read_bytes().split()[:2]
         except (OSError, ValueError):
             return self.NOTHING
-        return int(waited) / 1e9, int(ran) / 1e9, template.groups.cpu_seconds()
+        sandbox = template.groups.cpu_seconds()
+        return int(waited) / 1e9, int(ran) / 1e9, sandbox, time.thread_time()
 
     @staticmethod
     def credit(then: tuple, now: tuple) -> float:
@@ -709,8 +714,8 @@ class _HostWait:
         sandbox caused at least: 0 where either reading lacks the sandbox's count."""
         if then[2] is None or now[2] is None:
             return 0.0
-        waited, ran, sandbox = (b - a for a, b in zip(then, now, strict=True))
-        return max(0.0, waited - max(0.0, sandbox - ran))
+        waited, ran, sandbox, grader = (b - a for a, b in zip(then, now, strict=True))
+        return max(0.0, waited - max(0.0, sandbox - ran) - grader)
 
 
 def _host_pid(pid: int, ancestor: int) -> int | None:

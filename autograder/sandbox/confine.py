@@ -50,8 +50,9 @@ _MS_REMOUNT, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = (
 #: calls does not run (a worker, forked from the template, never needs it). clone3 passes its
 #: flags in memory, where a filter cannot read them; it fails as if the kernel lacked it, and
 #: the C library then uses clone. A worker keeps the priority, scheduling and CPUs it was given
-#: (``SCHEDULING_CALLS``): a lower priority or a crowded CPU would lengthen its waits for a CPU,
-#: which its time limit credits as the host's (``autograder.sandbox.client._HostWait``).
+#: (``SCHEDULING_CALLS``): a lower priority, a CPU given away (``sched_yield``, a no-op refused)
+#: or a crowded CPU would lengthen its waits for a CPU, which its time limit credits as the
+#: host's (``autograder.sandbox.client._HostWait``).
 REFUSED_CALLS = {
     "x86_64": {
         "setns": 308,
@@ -77,6 +78,7 @@ REFUSED_CALLS = {
         "sched_setscheduler": 144,
         "sched_setaffinity": 203,
         "sched_setattr": 314,
+        "sched_yield": 24,
     },
     "aarch64": {
         "setns": 268,
@@ -101,15 +103,18 @@ REFUSED_CALLS = {
         "sched_setscheduler": 119,
         "sched_setaffinity": 122,
         "sched_setattr": 274,
+        "sched_yield": 124,
     },
 }
-#: The calls of ``REFUSED_CALLS`` that set a process's priority, scheduling or CPUs.
+#: The calls of ``REFUSED_CALLS`` that set a process's priority, scheduling or CPUs, or give
+#: its CPU away.
 SCHEDULING_CALLS = (
     "setpriority",
     "sched_setparam",
     "sched_setscheduler",
     "sched_setaffinity",
     "sched_setattr",
+    "sched_yield",
 )
 #: Calls the filter lets a worker make on itself only, per machine: (number, the arguments that
 #: name the target, each with the value that means "this process"). Another process of the same

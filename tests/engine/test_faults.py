@@ -444,3 +444,24 @@ def test_processes_spinning_beside_a_request_earn_it_no_time(tmp_path):
             hw.call("masks.spin_beside", 8)
         took = time.monotonic() - began
     assert took < 5 * limits.call_timeout, took
+
+
+@pytest.mark.parametrize("limit", ["CPU time", "memory"])
+def test_a_grading_too_costly_for_the_grading_process_is_that_submissions_problem(
+    reference, clean, monkeypatch, tmp_path, limit
+):
+    """Past its share of the grading process's CPU time or memory, a submission's grading
+    stops with the reason, as the grader's failure on it (an empty gradebook row); the next
+    submission is graded as ever. The limits are lowered to nothing here to reach them."""
+    if limit == "CPU time":
+        monkeypatch.setattr(grade, "COST_FLOOR", 0.0)
+        monkeypatch.setattr(grade, "REFERENCE_CPU_PER_TEST", 0.0)
+    else:
+        monkeypatch.setattr(grade, "MAX_MEMORY_GROWTH", -1)
+    costly = grade.grade_one("reference", reference, SETTINGS)
+    assert costly.failed and limit.split()[0] in costly.detail
+    report.write_submission(tmp_path, costly, digests={"submission": "s", "suite": "t"})
+    row = report.gradebook_row(tmp_path, "reference")
+    assert row["score"] == "" and "grading process" in row["problems"]
+    monkeypatch.undo()
+    assert outcomes(graded_with(reference)) == outcomes(clean)

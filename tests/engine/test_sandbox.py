@@ -395,6 +395,7 @@ def try_on_child_and_self(numbers):
         "sched_setaffinity": lambda pid: os.sched_setaffinity(pid, os.sched_getaffinity(0)),
         "sched_setattr": lambda pid: libc.syscall(numbers["sched_setattr"], pid, attr, 0),
         "ioprio_set": lambda pid: libc.syscall(numbers["ioprio_set"], 1, pid, io_best_effort),
+        "sched_yield": lambda pid: libc.syscall(numbers["sched_yield"]),
     }
     found = {
         name: [outcome(lambda: call(child)), outcome(lambda: call(0))]
