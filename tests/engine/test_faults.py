@@ -25,7 +25,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from autograder import cli, grade, report
+from autograder import classreport, cli, grade, report
 from autograder.points import PACKAGE, PARTS
 from autograder.protocol import StudentError
 from autograder.release import SOLUTIONS
@@ -463,5 +463,7 @@ def test_a_grading_too_costly_for_the_grading_process_is_that_submissions_proble
     report.write_submission(tmp_path, costly, digests={"submission": "s", "suite": "t"})
     row = report.gradebook_row(tmp_path, "reference")
     assert row["score"] == "" and "grading process" in row["problems"]
+    summary = classreport.summarize(tmp_path, ["reference"], [row])
+    assert summary.scores == [] and summary.troubles == [("reference", row["problems"])]
     monkeypatch.undo()
     assert outcomes(graded_with(reference)) == outcomes(clean)
