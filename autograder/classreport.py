@@ -45,17 +45,23 @@ class ClassSummary:
     )
 
     @property
+    def scored(self) -> list[dict]:
+        """The rows with scores (a submission the grader failed on has none)."""
+        return [row for row in self.rows if row["score"] != ""]
+
+    @property
     def scores(self) -> list[int]:
-        return [row["score"] for row in self.rows]
+        return [row["score"] for row in self.scored]
 
     def mean(self) -> float:
-        return statistics.fmean(self.scores) if self.rows else 0.0
+        return statistics.fmean(self.scores) if self.scored else 0.0
 
     def median(self) -> float:
-        return statistics.median(self.scores) if self.rows else 0.0
+        return statistics.median(self.scores) if self.scored else 0.0
 
     def part_mean(self, k: int) -> float:
-        return statistics.fmean(r[f"part{k}"] for r in self.rows) if self.rows else 0.0
+        scored = self.scored
+        return statistics.fmean(r[f"part{k}"] for r in scored) if scored else 0.0
 
 
 def summarize(

@@ -315,10 +315,16 @@ def replay(root: Path, entries: list[Entry], device) -> int | None:
     return None
 
 
+#: The kind of error the sandbox gives a request whose process ended (``autograder.sandbox
+#: .client``): no candidate replayed in this process answers so, so no mistake can match.
+PROCESS_ENDED = "ProcessExit"
+
+
 def diagnose(entries: list[Entry], part: int, device) -> str | None:
     """The description of the one known mistake of ``part`` whose mutants answer ``entries``
-    as the student did, where the reference does not; None when no single one does."""
-    if not entries:
+    as the student did, where the reference does not; None when no single one does (at once
+    where the student's process ended: replaying every candidate would find none)."""
+    if not entries or any(entry.error == PROCESS_ENDED for entry in entries):
         return None
     stage = _stage()
     ran: set[tuple[str, int]] = set()

@@ -7,7 +7,9 @@ suite and starting the sandbox's template, are paid once per grading process ins
 per submission. ``--jobs`` runs several such processes side by side.
 
 Whatever goes wrong while grading one submission is that submission's problem: it comes back as
-a ``Graded`` with ``failed`` set and the reason among its problems, and the batch goes on.
+a ``Graded`` with ``failed`` set and the reason among its problems, and the batch goes on. So
+is a grading that costs this process too much (``_CostGuard``): its replies, the comparisons and
+the diagnosis of its failures run here, beside every later submission's.
 """
 
 from __future__ import annotations
@@ -29,6 +31,22 @@ from autograder import intake
 from autograder.points import PACKAGE
 from autograder.runner import REPO, SuiteError, SuiteSession, TestResult
 
+#: What grading one submission may cost this process, in CPU time: this many times what grading
+#: the reference costs it (``REFERENCE_CPU_PER_TEST`` for each test run), and never less than
+#: ``COST_FLOOR`` seconds (a few tests, a slow machine). A wrong submission costs more than the
+#: reference, as its failures are diagnosed by replay: a wrong softmax 1.3 times the reference,
+#: a part 7 whose every generate failed about 8 times (before a process's end was left out of
+#: the replays); the multiple leaves room for a submission wrong everywhere.
+COST_MULTIPLE = 30
+COST_FLOOR = 60.0
+#: Seconds of this process's CPU that grading the reference costs per test, on average: the
+#: full suite (93 tests) took 3.9 to 4.1 s, measured on the 2-core development machine.
+REFERENCE_CPU_PER_TEST = 0.045
+#: Memory grading one submission may add to this process's peak (``/proc/self/status``'s
+#: ``VmHWM``, reset as it begins): its replies are capped at 64 MiB each, so 1 GB is far beyond
+#: what honest code needs.
+MAX_MEMORY_GROWTH = 1 << 30
+
 __all__ = [
     "Graded",
     "Settings",
@@ -46,7 +64,8 @@ class Graded:
     tests: list[TestResult]
     problems: list[str] = field(default_factory=list)  # broken or missing files
     execution_time: float = 0.0
-    failed: bool = False  # the grader itself failed on it: graded again on every run
+    #: The grader itself failed on it (graded again on every run): its gradebook row is empty.
+    failed: bool = False
     detail: str = (
         ""  # why, in full, for the course staff's console (never for the student)
     )
@@ -84,6 +103,7 @@ def grade_one(name: str, source: Path | intake.Staged, settings: Settings) -> Gr
         try:
             if staged is None:
                 staged = intake.stage(name, source, Path(tmp) / "submission")
+            _COST.begin()
             tests = run_isolated(staged.root, settings, scrub=[tmp, str(REPO)])
             events = _grader_events(settings)
         except KeyboardInterrupt:
@@ -139,7 +159,9 @@ def _new_session(settings: Settings) -> SuiteSession:
 
         # It boots while this process imports torch and collects.
         sandbox.start_template(gpu=settings.device.startswith("cuda"))
-    return SuiteSession(_suite_args(settings), [_PartProgress()])
+    # In-process runs (trusted mutants) compute here too: only the sandbox's are guarded.
+    plugins = [_PartProgress(), _COST] if settings.isolate else [_PartProgress()]
+    return SuiteSession(_suite_args(settings), plugins)
 
 
 def _suite_args(settings: Settings) -> list[str]:
@@ -203,6 +225,52 @@ class _PartProgress:
         if marker is not None and (PROCESS.grading, marker.args[0]) != self._reported:
             self._reported = (PROCESS.grading, marker.args[0])
             _report_progress(*self._reported)
+
+
+class _CostGuard:
+    """Stops a submission whose grading costs this process more than ``COST_MULTIPLE`` times
+    the reference's CPU time, or more than ``MAX_MEMORY_GROWTH`` of memory: checked as each
+    test starts, so one test's overrun is the most it gets. The submission's grading then
+    fails with the reason (the grader's failure on it: its row is empty, and it is graded again
+    on the next run); the batch goes on. Never a grade: CPU time varies from run to run."""
+
+    def __init__(self):
+        self._cpu = 0.0  # this process's CPU time as the submission began
+        self._peak = 0  # and its peak memory, reset then
+
+    def begin(self) -> None:
+        with contextlib.suppress(OSError):
+            Path("/proc/self/clear_refs").write_text("5")  # the peak, from now
+        self._cpu, self._peak = time.process_time(), _peak_memory()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item):
+        tests = len(item.session.items)
+        allowed = max(COST_FLOOR, COST_MULTIPLE * REFERENCE_CPU_PER_TEST * tests)
+        spent = time.process_time() - self._cpu
+        grown = _peak_memory() - self._peak
+        if spent > allowed:
+            raise SuiteError(
+                f"grading it cost the grading process {spent:.0f} s of CPU time, more than "
+                f"the {allowed:.0f} s allowed ({COST_MULTIPLE} times the reference's)"
+            )
+        if grown > MAX_MEMORY_GROWTH:
+            raise SuiteError(
+                f"grading it took the grading process {grown / 1e9:.1f} GB of memory beyond "
+                f"what it held, more than the {MAX_MEMORY_GROWTH / 1e9:.1f} GB allowed"
+            )
+
+
+def _peak_memory() -> int:
+    """This process's peak resident memory in bytes (0 where ``/proc`` does not say)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+_COST = _CostGuard()
 
 
 # What a grade depends on ------------------------------------------------------------------------

@@ -59,16 +59,16 @@ def atomic_write(path: Path, text: str) -> None:
 
 def current_results(out: Path, name: str, digests: dict[str, str]) -> dict | None:
     """The finished ``results.json`` (files appear only complete, see ``atomic_write``), read,
-    when it was made from the same submission files and suite, and the grader neither failed
-    on it nor met a fault on its side while grading it (``Graded.grader_events``); else
-    ``None``: it is to be graded again."""
+    when it was made from the same submission files and suite and the grader did not fail on
+    it; else ``None``: it is to be graded again. A grade that met a fault on the grader's side
+    and got past it (``Graded.grader_events``: a retry that did not end the same way) is the
+    grade a run without the fault gives, and is kept."""
     try:
         results = json.loads((out / name / RESULTS).read_text(encoding="utf-8"))
         extra = results["extra_data"]
         current = (
             bool(digests)
             and not extra.get("grader_failed")
-            and not extra.get("grader_events")
             and all(extra.get(key) == value for key, value in digests.items())
         )
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
@@ -290,7 +290,9 @@ def gradebook_row(out: Path, name: str) -> dict[str, str | int] | None:
 
 
 def row_of(name: str, results: dict) -> dict[str, str | int] | None:
-    """The gradebook row of ``results`` (a ``results.json`` read), ``None`` when malformed."""
+    """The gradebook row of ``results`` (a ``results.json`` read), ``None`` when malformed.
+    A submission the grader failed on has no scores in it (empty, not zeros: nothing was
+    graded) and the reason among its problems."""
     try:
         parts = dict.fromkeys(PARTS, 0)
         for t in results["tests"]:
@@ -301,6 +303,8 @@ def row_of(name: str, results: dict) -> dict[str, str | int] | None:
             "max_score": results["max_score"],
         }
         troubles = read_findings(results).troubles()
+        if results["extra_data"].get("grader_failed"):
+            row["score"], parts = "", dict.fromkeys(PARTS, "")
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
     return (

@@ -5,7 +5,8 @@ neighbours run beside it: two busy loops, a process that keeps about ``--hog-gb`
 in use and touches it over and over, and (``--kill-every S``) one that sends SIGKILL to a live
 sandbox worker every S seconds, as the kernel's out-of-memory killer or an operator would. Every
 copy must keep full marks: a worker killed from outside is retried, and such a grade says so in
-its problems (it is graded again on the next run).
+its problems. (A kill that lands on the retry of the same request again reads as the
+submission's doing, docs/DESIGN.md "What the grader believes": one every 5 s rarely does.)
 
     python benchmarks/soak.py [--copies 12] [--jobs CPUS] [--kill-every 5] [--hog-gb 1.5]
 

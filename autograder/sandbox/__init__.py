@@ -9,7 +9,8 @@ Its face is this module; what lies behind it, from the outside in:
   limits); ``worker_exit`` holds the statuses a worker ends with;
 - ``template_client``: the grading process's end of the template;
 - ``client``: ``IsolatedSubmission``, the grading process's end of a worker: requests, replies,
-  deadlines, retries after faults outside the submission, hangs (``hangs``);
+  deadlines, retries of workers that ended (whose doing an end was: ``retries``), hangs
+  (``hangs``);
 - ``wire``: the plain format requests and replies cross the socket in.
 """
 

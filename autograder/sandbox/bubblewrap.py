@@ -195,7 +195,9 @@ CGROUP_MEMORY = 6 << 30
 
 
 class ControlGroups:
-    """cgroup v1 ``pids`` and ``memory`` groups around the sandbox of one grading process.
+    """cgroup v1 ``pids``, ``memory`` and ``cpuacct`` groups around the sandbox of one grading
+    process; ``cpuacct`` limits nothing and counts its tasks' CPU time (``cpu_seconds``), which
+    tells the host's delays from the submission's own (``autograder.sandbox.client._HostWait``).
 
     Best effort: where the hierarchies are missing or read-only (no root, cgroup v2 without
     delegated controllers) nothing is limited here, and the per-worker resource limits of
@@ -205,9 +207,11 @@ class ControlGroups:
     def __init__(self, name: str):
         self.folders: list[Path] = []
         remove_stale_groups()
+        self._usage: Path | None = None
         for controller, setting, value in (
             ("pids", "pids.max", CGROUP_PIDS),
             ("memory", "memory.limit_in_bytes", CGROUP_MEMORY),
+            ("cpuacct", "cpuacct.usage", 0),  # counts from nothing
         ):
             folder = CGROUP_ROOT / controller / name
             try:
@@ -218,6 +222,17 @@ class ControlGroups:
                     folder.rmdir()
                 continue
             self.folders.append(folder)
+            if controller == "cpuacct":
+                self._usage = folder / setting
+
+    def cpu_seconds(self) -> float | None:
+        """The CPU time of every task that has run in the groups (``None``: not counted)."""
+        if self._usage is None:
+            return None
+        try:
+            return int(self._usage.read_text()) / 1e9
+        except (OSError, ValueError):
+            return None
 
     def enter(self) -> None:
         """Move the calling process into the groups (run in the child before it starts)."""
@@ -240,7 +255,7 @@ class ControlGroups:
                     if time.monotonic() > end:
                         break
                     time.sleep(0.05)
-        self.folders = []
+        self.folders, self._usage = [], None
 
 
 def remove_stale_groups() -> None:
@@ -248,7 +263,7 @@ def remove_stale_groups() -> None:
     or ended by ``os._exit`` as a pool's processes are): a grading machine would otherwise
     gather them by the thousand. A group is ``autograder-<pid>-<n>``; one whose process lives
     on (or whose pid a new process took) is left, and one not empty cannot be removed."""
-    for controller in ("pids", "memory"):
+    for controller in ("pids", "memory", "cpuacct"):
         for folder in (CGROUP_ROOT / controller).glob("autograder-*-*"):
             pid = folder.name.split("-")[1]
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():

@@ -11,14 +11,13 @@ the bubblewrap boundary of ``autograder.sandbox.bubblewrap``, forks one worker p
 submission's files travel to the worker over its socket; the grading side never stages a copy
 a worker could write to. A request that runs past its wall time, or a worker that dies, becomes
 a ``StudentError`` for that request; the next request gets a fresh worker (objects of the old one
-are gone). A worker that dies of something it did not do (a signal from outside it, such as the
-out-of-memory killer's SIGKILL; a lost connection; a lost template) is the grader's fault: the
-request runs again in a fresh worker brought to the lost one's state by replaying the requests
-it served, and it never counts against the submission (``grader_events`` records each such
-fault; past ``MAX_FAULTS_PER_REQUEST`` or ``MAX_HOST_FAULTS`` the grading is the grader's
-failure). Hangs are counted per function (``autograder.sandbox.hangs``); a request that ended the
-worker is not run again, and once the submission's total time is spent every request fails
-fast, so one hang never blocks a batch.
+are gone). Whose doing a worker's end was is ``autograder.sandbox.retries``'s to decide: an end
+that is not plainly the submission's runs the request once more in a fresh worker brought to the
+lost one's state by replaying the requests it served; ending the same request again makes it the
+submission's, not ending it the host's (``grader_events`` records each such fault). Hangs are
+counted per function (``autograder.sandbox.hangs``); a request that ended the worker is not run
+again, and once the submission's total time is spent every request fails fast, so one hang never
+blocks a batch. Time limits count only the host's delays (``_HostWait``).
 """
 
 from __future__ import annotations
@@ -53,6 +52,7 @@ from autograder.sandbox import (
     bubblewrap,
     confine,
     hangs,
+    retries,
     template_client,
     wire,
     worker_exit,
@@ -70,19 +70,13 @@ POLL_SECONDS = 0.01
 MAX_DISARMED = 32
 #: Bytes of requests kept to bring a fresh worker to a lost one's state (``_Journal``).
 MAX_JOURNAL_BYTES = 64 << 20
-#: Workers one request may lose in a row to faults outside the submission, and workers one
-#: submission may lose in all (each retry replays what the lost worker served), before its
-#: grading is the grader's failure (graded again on the next run). Never the student's: a
-#: fault outside the submission only ever costs a retry.
-MAX_FAULTS_PER_REQUEST = 3
-MAX_HOST_FAULTS = 12
-#: A request's time limit is moved on by the time its worker spent ready to run but waiting
-#: for a CPU (a busy host's delay, not the student's: ``_ReadyWait``), up to this many times
-#: the limit in all.
+#: A request's time limit is moved on by the time the host's other work kept its worker
+#: waiting for a CPU (``_HostWait``), up to this many times the limit in all.
 MAX_STRETCH = 10
 #: Signals a worker gets by its own doing: a crash in its code or one of its own limits (CPU
-#: time: SIGXCPU, file size: SIGXFSZ). Any other signal came from outside it (SIGKILL: the
-#: kernel's out-of-memory killer, a control group's memory cap, an operator).
+#: time: SIGXCPU, file size: SIGXFSZ). Any other signal may have come from outside it (SIGKILL:
+#: the kernel's out-of-memory killer, an operator) or from itself (a signal it sent itself, a
+#: CPU limit it lowered): ``retries`` decides by running the request again.
 OWN_SIGNALS = frozenset(
     {
         signal.SIGSEGV,
@@ -157,17 +151,21 @@ class IsolatedSubmission(Submission):
         self._violations: list[tuple[str, int, str]] = []
         self._closed = False
         self._stacks_written = False  # by the last request (``_dumped_by``)
+        self._serving = ""  # the label of the request under way
+        self._sent = 0.0  # when it was sent to its worker
         self._cpu_plan = _CpuPlan()
         # Why no worker could be started for it: every later request fails the same way at once.
         self._unavailable = ""
         self._journal = _Journal()
         self._rebuild = False  # the next worker is brought to the lost one's state
-        self._host_faults = 0  # workers lost to faults outside the submission
-        self._ready_wait = _ReadyWait()
-        # The wait in progress: (when it began, seconds allowed, the worker's wait for a CPU then)
-        self._timed = (0.0, 0.0, 0.0)
-        #: What happened on the grader's side while grading it (a worker lost to a fault
-        #: outside it and retried, a template started again): such a grade is not kept.
+        self._retries = retries.Retries()
+        # Each request retried, and its grader event, which goes if its end recurs.
+        self._retried_events: dict[int, str] = {}
+        self._host_wait = _HostWait()
+        # The wait in progress: (when it began, seconds allowed, ``_HostWait`` counters then)
+        self._timed = (0.0, 0.0, _HostWait.NOTHING)
+        #: What happened on the grader's side while grading it (a worker lost and retried
+        #: where the retry did not end the same way, a template started again).
         self.grader_events: list[str] = []
         self._template_starts = template_client.starts()
 
@@ -213,10 +211,9 @@ class IsolatedSubmission(Submission):
                 f"the arguments of {label} are not plain data: {exc}"
             ) from None
         self._seq += 1
+        self._serving = label
         timeout = min(self.limits.call_timeout, remaining)
-        faults = 0  # this request's workers lost to faults outside the submission
         while True:
-            began = time.monotonic()
             try:
                 reply = self._exchange(encoded, timeout)
                 break
@@ -238,21 +235,11 @@ class IsolatedSubmission(Submission):
                 raise _error("TimeoutError", message) from None
             except _WorkerEnded as ended:
                 self._stop()
-                if not ended.own:
-                    faults += 1
-                    self._deadline += time.monotonic() - began  # the grader's loss
-                    self._rebuild_after(ended, label, faults)
+                # A fresh worker's start and replay charged their own time (``_start``).
+                lost = time.monotonic() - self._sent if ended.at == _LIVE else 0.0
+                if self._retry_after(ended, label, lost):
                     continue
-                again = " again, after a retry in a fresh process" if faults else ""
-                self._refused[label] = (
-                    "ProcessExit",
-                    f"{label} ended the submission's process earlier ({ended}{again}), "
-                    + "so it was not run again",
-                )
-                raise _error(
-                    "ProcessExit",
-                    f"the submission's process {ended} during {label}{again}",
-                ) from None
+                raise self._own_end(ended, label) from None
             except (wire.WireError, EOFError, OSError) as exc:
                 self._stop()
                 raise _error(
@@ -270,7 +257,7 @@ class IsolatedSubmission(Submission):
             self._start(time.monotonic() + timeout)
         # Timed from here: a template still importing torch, or a worker brought back after a
         # fault outside the submission, costs the student nothing.
-        sent = time.monotonic()
+        sent = self._sent = time.monotonic()
         deadline = self._time_from(sent, timeout)
         if self._stacks_written:
             self._drop_stacks()
@@ -279,43 +266,87 @@ class IsolatedSubmission(Submission):
             reply = self._receive(deadline, seq=self._seq)
         finally:
             self._deadline += self._credit()  # the host's delay is not the submission's
-        self._stacks_written = self._dumped_by(time.monotonic() - sent)
-        self._journal.add(self._seq, encoded)
+        took = time.monotonic() - sent
+        self._stacks_written = self._dumped_by(took)
+        self._journal.add(self._seq, self._serving, encoded, took)
         return reply
 
     def _time_from(self, began: float, allowed: float) -> float:
         """Start timing a wait for the worker of ``allowed`` seconds: its deadline."""
-        self._timed = (began, allowed, self._ready_wait.seconds(self._pid))
+        self._timed = (began, allowed, self._host_wait.counters(self._pid))
         return began + allowed
 
     def _credit(self) -> float:
-        """Seconds the worker has waited for a CPU since the current wait began, up to what
-        ``MAX_STRETCH`` grants it."""
-        _, allowed, waited = self._timed
-        now = self._ready_wait.seconds(self._pid)
-        return min(max(0.0, now - waited), (MAX_STRETCH - 1) * allowed)
+        """Seconds the host's other work has kept the worker waiting for a CPU since the
+        current wait began (``_HostWait.credit``), up to what ``MAX_STRETCH`` grants it."""
+        _, allowed, then = self._timed
+        waited = _HostWait.credit(then, self._host_wait.counters(self._pid))
+        return min(waited, (MAX_STRETCH - 1) * allowed)
 
-    def _rebuild_after(self, ended: _WorkerEnded, label: str, in_a_row: int) -> None:
-        """A worker lost to a fault outside the submission (``in_a_row``-th on this request):
-        note it, and have the request run again in a fresh worker brought to the lost one's
-        state. Past ``MAX_FAULTS_PER_REQUEST`` or ``MAX_HOST_FAULTS``, or with a journal too
-        long to keep, the grading is the grader's failure instead: the student pays nothing."""
-        self.grader_events.append(
-            f"the submission's process {ended} during {label}, which its own code did not "
-            "do: the request was run again in a fresh process and this cost no points"
+    def _retry_after(self, ended: _WorkerEnded, label: str, lost: float) -> bool:
+        """Whether the request whose worker ``ended`` (after ``lost`` seconds) runs again in a
+        fresh worker brought to the lost one's state (``retries.Verdict.RETRY``: noted among
+        ``grader_events``, its time not the submission's). ``SandboxUnavailable`` when the
+        retries are spent, or the journal is too long to replay: the grader's failure."""
+        at = self._seq if ended.at == _LIVE else ended.at
+        verdict = self._retries.judge(at, ended.own, self._journal.seconds)
+        if verdict is retries.Verdict.OWN:
+            return False
+        self._retries.charge(lost)
+        self._deadline += (
+            lost  # not the submission's, unless it ends the same way again
         )
-        self._host_faults += 1
-        if (
-            in_a_row > MAX_FAULTS_PER_REQUEST
-            or self._host_faults > MAX_HOST_FAULTS
-            or self._journal.overflowed
-        ):
+        where = "as it started" if at is None else f"during {self._label_of(at, label)}"
+        if verdict is retries.Verdict.GRADER_FAILURE or self._journal.overflowed:
+            why = (
+                self._retries.exhausted()
+                if verdict is retries.Verdict.GRADER_FAILURE
+                else "the requests to replay were too many"
+            )
             self._unavailable = (
-                f"the sandbox lost the submission's process to faults outside it "
-                f"({self._host_faults} times; the last: {ended} during {label})"
+                f"the sandbox lost the submission's process to ends that did not recur "
+                f"({why}; the last: it {ended} {where})"
             )
             raise SandboxUnavailable(self._unavailable)
+        event = (
+            f"the submission's process {ended} {where}; the request was run again in a "
+            "fresh process, which did not end that way, and this cost no points"
+        )
+        self.grader_events.append(event)
+        if at is not None:
+            self._retried_events[at] = event
         self._rebuild = True
+        return True
+
+    def _own_end(self, ended: _WorkerEnded, label: str) -> StudentError:
+        """The error of a request whose worker ended by the submission's doing: plainly its
+        own, or again at the same request after a retry. The request is not run again."""
+        at = self._seq if ended.at == _LIVE else ended.at
+        again = ""
+        # It ended that way again: no event of the grader's, and the retry's time was its own.
+        if at in self._retried_events:
+            self.grader_events.remove(self._retried_events.pop(at))
+            self._deadline -= self._retries.cost_of(at)
+            again = " again, after a retry in a fresh process"
+        if at != self._seq:  # a request replayed to bring the fresh worker to its state
+            return _error(
+                "ProcessExit",
+                f"the submission's process {ended} during {self._label_of(at, label)}"
+                f"{again}, while it was being brought back to its state for {label}",
+            )
+        self._refused[label] = (
+            "ProcessExit",
+            f"{label} ended the submission's process earlier ({ended}{again}), "
+            + "so it was not run again",
+        )
+        return _error(
+            "ProcessExit", f"the submission's process {ended} during {label}{again}"
+        )
+
+    def _label_of(self, seq: int, label: str) -> str:
+        """The label of request ``seq``: ``label`` for the request under way, else the
+        journal's."""
+        return self._journal.labels.get(seq, label)
 
     def close(self) -> None:
         if not self._closed:
@@ -392,9 +423,8 @@ class IsolatedSubmission(Submission):
             hello = self._receive(deadline, hello=True)
         except _WorkerEnded as ended:  # no student code runs before the hello
             self._stop()
-            if (
-                not ended.own
-            ):  # killed from outside as it started: retried as any such fault
+            if not ended.own:  # killed as it started: the host's, retried
+                ended.at = None
                 raise
             self._unavailable = f"the sandbox's worker {ended} before it could serve"
             raise SandboxUnavailable(self._unavailable) from None
@@ -402,32 +432,41 @@ class IsolatedSubmission(Submission):
             raise wire.WireError("the worker did not say where it works")
         self._worker_root = hello["root"]
         if self._rebuild:
+            try:
+                self._replay()
+            finally:  # its time is not the submission's
+                took = time.monotonic() - started
+                self._retries.charge(took)
+                self._deadline += took
             self._rebuild = False
-            self._replay()
 
     def _replay(self) -> None:
         """Bring a fresh worker to the lost one's state: every request the lost one served,
         sent again in order. A worker forked from the template starts as every other does (its
         torch generator included), so with one torch thread it ends up holding the same
         objects under the same ids, and the tests' handles name them still. The replies were
-        already used: these are dropped, and neither their time nor their bytes count against
-        the submission. A replay that fails is the retry failing (``_WorkerEnded``)."""
-        began, spent = time.monotonic(), self._reply_bytes
+        already used: these are dropped, and their bytes do not count against the
+        submission (nor their time: ``_start``). A worker that ends during the replay ends at
+        the replayed request (``_WorkerEnded.at``); one that cannot be brought back otherwise
+        (a replayed request runs out of time) has ended by its own doing."""
+        spent = self._reply_bytes
+        seq = 0
         try:
             for seq, encoded in self._journal.entries:
                 deadline = self._time_from(time.monotonic(), self.limits.call_timeout)
                 self._send_by(encoded, deadline)
                 self._receive(deadline, seq=seq)
-        except _WorkerEnded:
+        except _WorkerEnded as ended:
+            ended.at = seq
             raise
         except (TimeoutError, wire.WireError, EOFError, OSError) as exc:
             raise _WorkerEnded(
                 f"could not be brought back to its state ({type(exc).__name__})",
                 own=True,
+                at=seq,
             ) from None
         finally:
             self._reply_bytes = spent
-            self._deadline += time.monotonic() - began
 
     def _stop(self) -> None:
         """Kill the worker (the template removes what it left)."""
@@ -435,12 +474,13 @@ class IsolatedSubmission(Submission):
             if sock is not None:
                 sock.close()
         self._sock = self._stacks = None
+        self._rebuild = False  # unless a retry asks for it (``_retry_after``)
         if self._pid:
             if (running := template_client.running()) is not None:
                 running.kill(self._pid)
                 running.forget(self._pid)
             self._pid = 0
-            self._ready_wait.forget()
+            self._host_wait.forget()
 
     def _dumped_by(self, seconds: float) -> bool:
         """Whether a request that took ``seconds`` may have had the worker write its stacks:
@@ -563,18 +603,28 @@ class IsolatedSubmission(Submission):
         )
 
 
-class _WorkerEnded(Exception):
-    """The worker is gone; ``own``: by its own doing (its exit, a crash, one of its limits),
-    not by a fault outside it (a signal from outside, a lost template)."""
+#: ``_WorkerEnded.at`` of a worker that ended serving the request under way.
+_LIVE = -1
 
-    def __init__(self, how: str, own: bool = False):
+
+class _WorkerEnded(Exception):
+    """The worker is gone; ``own``: plainly by its own doing (an exit with a status of its
+    choosing, a crash, one of its limits), else undecided (a signal that may have come from
+    outside it, a lost connection, a lost template: ``retries`` decides). ``at``: the request
+    it was serving (``_LIVE``: the one under way; a replayed one's number; ``None``: it had
+    not said hello)."""
+
+    def __init__(self, how: str, own: bool = False, at: int | None = _LIVE):
         super().__init__(how)
         self.own = own
+        self.at = at
 
 
 def _ended(status: int | None, serving: bool) -> _WorkerEnded:
     """A worker that ended with wait status ``status`` (``None``: the template could not
-    tell, which is no proof of the submission's doing)."""
+    tell). The statuses the worker's own code exits with on a lost connection
+    (``worker_exit.HUNG_UP``) and the signals that may come from outside are undecided: student
+    code can exit with that status, or send itself that signal, as well."""
     own = status is not None and (
         (os.WIFEXITED(status) and os.WEXITSTATUS(status) != worker_exit.HUNG_UP)
         or (os.WIFSIGNALED(status) and os.WTERMSIG(status) in OWN_SIGNALS)
@@ -584,33 +634,53 @@ def _ended(status: int | None, serving: bool) -> _WorkerEnded:
 
 class _Journal:
     """The requests the current worker served, in order, as sent (their tensors copied: a
-    test may change its own afterwards), to bring a fresh worker to its state. Given up past
+    test may change its own afterwards), to bring a fresh worker to its state, with their
+    labels and the seconds they took (what a replay will cost, ``retries``). Given up past
     ``MAX_JOURNAL_BYTES``."""
 
     def __init__(self):
-        self.entries: list[tuple[int, tuple[bytes, list[bytes]]]] = []
-        self.size = 0
-        self.overflowed = False
+        self.clear()
 
-    def add(self, seq: int, encoded: tuple[bytes, list]) -> None:
+    def add(self, seq: int, label: str, encoded: tuple[bytes, list], took: float):
+        self.seconds += took
         if self.overflowed:
             return
         header, buffers = encoded
         copied = [memoryview(b).cast("B").tobytes() for b in buffers]
         self.size += len(header) + sum(map(len, copied))
         if self.size > MAX_JOURNAL_BYTES:
-            self.entries, self.overflowed = [], True
+            self.entries, self.labels, self.overflowed = [], {}, True
             return
         self.entries.append((seq, (header, copied)))
+        self.labels[seq] = label
 
     def clear(self) -> None:
-        self.entries, self.size, self.overflowed = [], 0, False
+        self.entries: list[tuple[int, tuple[bytes, list[bytes]]]] = []
+        self.labels: dict[int, str] = {}
+        self.size, self.seconds, self.overflowed = 0, 0.0, False
 
 
-class _ReadyWait:
-    """How long a worker has been ready to run but waiting for a CPU, from the kernel's
-    per-task scheduler statistics (``/proc/<pid>/schedstat``, its second field): time a busy
-    host took from it, which no time limit may charge to the student. 0 where unknown."""
+class _HostWait:
+    """How long the host's other work kept a worker waiting for a CPU: time a busy host took
+    from it, which no time limit may charge to the student, and never a wait the submission
+    caused itself.
+
+    The kernel's per-task scheduler statistics (``/proc/<pid>/schedstat``: time on a CPU, time
+    ready to run but waiting for one) give the worker's wait, whoever caused it. Student code
+    can cause it: processes or threads that spin beside the request take the worker's CPU.
+    Every such wait is time one of the sandbox's other tasks spent on a CPU, and the sandbox's
+    control group counts all of its tasks' CPU time (``bubblewrap.ControlGroups.cpu_seconds``,
+    read from outside the sandbox), so the wait less the CPU time of the sandbox's tasks other
+    than the worker's own is what tasks outside the sandbox took at least. The grading thread's
+    own CPU time is taken off as well: the worker can make it work (with messages to read) on
+    the CPU they may share. A worker cannot lower its own priority, give its CPU away
+    (``sched_yield``) or move to other CPUs either (``confine``'s system-call filter), so
+    what waits it gets are the host's. Without the control group's count nothing is credited:
+    a time limit is then plain wall time."""
+
+    #: Counters before a worker was found: (waited, ran, the sandbox's CPU time, the grading
+    #: thread's CPU time), in seconds.
+    NOTHING = (0.0, 0.0, None, 0.0)
 
     def __init__(self):
         self._path: Path | None = None  # the current worker's statistics, once found
@@ -620,19 +690,32 @@ class _ReadyWait:
         """The worker is gone: the next one is looked up afresh."""
         self._path, self._looked = None, False
 
-    def seconds(self, pid: int) -> float:
-        """The wait so far of worker ``pid`` (its pid in the template's namespace)."""
+    def counters(self, pid: int) -> tuple[float, float, float | None, float]:
+        """Worker ``pid``'s (its pid in the template's namespace) wait for a CPU and time on
+        one so far, the CPU time of the sandbox's tasks (``None``: not counted here) and that
+        of the calling thread, the grading thread."""
+        template = template_client.running()
         if not self._looked and pid:
             self._looked = True
-            template = template_client.running()
             host = _host_pid(pid, template.process.pid) if template else None
             self._path = Path(f"/proc/{host}/schedstat") if host else None
-        if self._path is None:
-            return 0.0
+        if self._path is None or template is None:
+            return self.NOTHING
         try:
-            return int(self._path.read_bytes().split()[1]) / 1e9
-        except (OSError, ValueError, IndexError):
+            ran, waited = self._path.read_bytes().split()[:2]
+        except (OSError, ValueError):
+            return self.NOTHING
+        sandbox = template.groups.cpu_seconds()
+        return int(waited) / 1e9, int(ran) / 1e9, sandbox, time.thread_time()
+
+    @staticmethod
+    def credit(then: tuple, now: tuple) -> float:
+        """Seconds of the wait between two readings of ``counters`` that tasks outside the
+        sandbox caused at least: 0 where either reading lacks the sandbox's count."""
+        if then[2] is None or now[2] is None:
             return 0.0
+        waited, ran, sandbox, grader = (b - a for a, b in zip(then, now, strict=True))
+        return max(0.0, waited - max(0.0, sandbox - ran) - grader)
 
 
 def _host_pid(pid: int, ancestor: int) -> int | None:
@@ -826,7 +909,7 @@ def _describe_status(status: int | None, serving: bool) -> str:
         if code == worker_exit.BROKEN:
             return "could not read the next request (its state was broken)"
         if code == worker_exit.HUNG_UP:
-            return "lost its connection to the grader"
+            return f"exited with status {code} (its status on a lost connection)"
         return f"exited with status {code}"
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)

@@ -49,7 +49,10 @@ _MS_REMOUNT, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = (
 #: ``enter_landlock_domain``'s). execve starts another program, where the watch of forbidden
 #: calls does not run (a worker, forked from the template, never needs it). clone3 passes its
 #: flags in memory, where a filter cannot read them; it fails as if the kernel lacked it, and
-#: the C library then uses clone.
+#: the C library then uses clone. A worker keeps the priority, scheduling and CPUs it was given
+#: (``SCHEDULING_CALLS``): a lower priority, a CPU given away (``sched_yield``, a no-op refused)
+#: or a crowded CPU would lengthen its waits for a CPU, which its time limit credits as the
+#: host's (``autograder.sandbox.client._HostWait``).
 REFUSED_CALLS = {
     "x86_64": {
         "setns": 308,
@@ -70,6 +73,12 @@ REFUSED_CALLS = {
         "pidfd_getfd": 438,
         "kcmp": 312,
         "modify_ldt": 154,
+        "setpriority": 141,
+        "sched_setparam": 142,
+        "sched_setscheduler": 144,
+        "sched_setaffinity": 203,
+        "sched_setattr": 314,
+        "sched_yield": 24,
     },
     "aarch64": {
         "setns": 268,
@@ -89,31 +98,37 @@ REFUSED_CALLS = {
         "process_vm_writev": 271,
         "pidfd_getfd": 438,
         "kcmp": 272,
+        "setpriority": 140,
+        "sched_setparam": 118,
+        "sched_setscheduler": 119,
+        "sched_setaffinity": 122,
+        "sched_setattr": 274,
+        "sched_yield": 124,
     },
 }
+#: The calls of ``REFUSED_CALLS`` that set a process's priority, scheduling or CPUs, or give
+#: its CPU away.
+SCHEDULING_CALLS = (
+    "setpriority",
+    "sched_setparam",
+    "sched_setscheduler",
+    "sched_setaffinity",
+    "sched_setattr",
+    "sched_yield",
+)
 #: Calls the filter lets a worker make on itself only, per machine: (number, the arguments that
 #: name the target, each with the value that means "this process"). Another process of the same
 #: uid (the template, where workers share the grader's uid) would otherwise take on a worker's
-#: limits, priority or CPUs, and every worker forked after it with them.
-_PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
+#: limits, and every worker forked after it with them.
+_IOPRIO_WHO_PROCESS = 1
 _SELF = ((0, 0),)  # the pid is argument 0; 0 is the caller
 SELF_ONLY_CALLS = {
     "x86_64": {
         "prlimit64": (302, _SELF),
-        "setpriority": (141, ((0, _PRIO_PROCESS), (1, 0))),
-        "sched_setparam": (142, _SELF),
-        "sched_setscheduler": (144, _SELF),
-        "sched_setaffinity": (203, _SELF),
-        "sched_setattr": (314, _SELF),
         "ioprio_set": (251, ((0, _IOPRIO_WHO_PROCESS), (1, 0))),
     },
     "aarch64": {
         "prlimit64": (261, _SELF),
-        "setpriority": (140, ((0, _PRIO_PROCESS), (1, 0))),
-        "sched_setparam": (118, _SELF),
-        "sched_setscheduler": (119, _SELF),
-        "sched_setaffinity": (122, _SELF),
-        "sched_setattr": (274, _SELF),
         "ioprio_set": (30, ((0, _IOPRIO_WHO_PROCESS), (1, 0))),
     },
 }

@@ -1,6 +1,11 @@
-"""Faults on the grader's side never cost the student: each case grades the reference on a few
-part-7 tests (CharLM objects held across requests) with a fault injected, and ends with the
-same grade as a clean run. A grade that met a fault is marked so and is not kept.
+"""Whose fault a worker's end is (``autograder.sandbox.retries``). Faults on the grader's side
+never cost the student: each case grades the reference on a few part-7 tests (CharLM objects
+held across requests) with a fault injected that a retry does not meet again, and ends with the
+same grade as a clean run, marked with the fault and kept. A worker that ends the same way at
+the same request after a retry has ended by its own doing, whatever it made its end look like
+(the status of a lost connection, a signal it sent itself, its own socket shut): that request
+fails and the grade is final. Time limits count only the host's delays, never a wait the
+submission's own processes cause.
 
 No case depends on timing: wherever a kill lands in a request, the request is run again.
 """
@@ -14,16 +19,18 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from autograder import cli, grade, report
-from autograder.points import PACKAGE
+from autograder import classreport, cli, grade, report
+from autograder.points import PACKAGE, PARTS
+from autograder.protocol import StudentError
 from autograder.release import SOLUTIONS
 from autograder.sandbox import client as sandbox
-from autograder.sandbox import template_client
+from autograder.sandbox import retries, template_client
 
 #: A few part-7 tests whose requests build a CharLM, load weights into it and run it: a
 #: fault in their middle leaves the grading side holding handles to the lost worker's objects.
@@ -98,10 +105,10 @@ def test_a_worker_killed_from_outside_mid_request_is_retried(
     assert "SIGKILL" in graded.grader_events[0]
     assert "cost no points" in graded.grader_events[0]
     assert graded.grader_events[0] in graded.problems
-    # Marked in results.json, and graded again on the next run.
+    # Marked in results.json, and kept: it is the grade a run without the fault gives.
     digests = {"submission": "s", "suite": "t"}
     report.write_submission(tmp_path, graded, digests=digests)
-    assert report.current_results(tmp_path, "reference", digests) is None
+    assert report.current_results(tmp_path, "reference", digests) is not None
     row = report.gradebook_row(tmp_path, "reference")
     assert "SIGKILL" in row["problems"]
 
@@ -150,25 +157,60 @@ def kill_on_plan(monkeypatch, plan: list[str]) -> list[str]:
     return made
 
 
-def test_repeated_kills_of_one_request_and_its_replay_cost_nothing(
+def test_kills_of_a_request_its_fresh_worker_and_its_replay_cost_nothing(
     reference, clean, monkeypatch
 ):
-    """Kills from outside are never the student's, however often they land on one request
-    (and on the fresh worker that takes it up, as it starts or replays), up to
-    ``MAX_FAULTS_PER_REQUEST``."""
+    """A kill as a fresh worker starts (no student code has run in it) is the host's; a kill
+    during the replay strikes another request than the first, and neither ends the same way
+    again: each is retried and costs nothing."""
     plan = ["struck", "starting", "replay"]
-    assert len(plan) == sandbox.MAX_FAULTS_PER_REQUEST
     made = kill_on_plan(monkeypatch, plan)
     graded = graded_with(reference)
     assert made == plan and outcomes(graded) == outcomes(clean)
     assert len(graded.grader_events) == len(plan)
 
 
-def test_one_kill_more_is_the_graders_failure_not_the_students(reference, monkeypatch):
-    made = kill_on_plan(monkeypatch, ["struck"] * (sandbox.MAX_FAULTS_PER_REQUEST + 1))
+def test_a_kill_that_recurs_at_the_same_request_is_the_submissions(
+    reference, clean, monkeypatch, tmp_path
+):
+    """Seen from outside, a worker killed twice at one request is a worker that ends itself
+    there: that request fails, nothing else, and the grade is final."""
+    made = kill_on_plan(monkeypatch, ["struck", "struck"])
+    graded = graded_with(reference)
+    assert made == ["struck", "struck"] and graded.grader_events == []
+    lost = {t for t, passed in outcomes(graded).items() if not passed}
+    assert len(lost) == 1  # the clean run passed every test
+    (failed,) = [t for t in graded.tests if not t.passed]
+    assert "SIGKILL" in failed.message and "again, after a retry" in failed.message
+    digests = {"submission": "s", "suite": "t"}
+    report.write_submission(tmp_path, graded, digests=digests)
+    assert report.current_results(tmp_path, "reference", digests) is not None
+
+
+def test_ends_that_do_not_recur_past_the_retries_are_the_graders_failure(
+    reference, monkeypatch, tmp_path
+):
+    """A worker killed once at each of many requests, never again at the same one: every end
+    is the host's, so once the retries are spent the grading is the grader's failure, with an
+    empty gradebook row (not zeros) that says why."""
+    send_by = sandbox.IsolatedSubmission._send_by
+    struck: set[int] = set()
+
+    def sending(self, encoded, deadline):
+        if self._seq >= STRUCK and self._seq not in struck and self._sock is not None:
+            # As it is sent, or as the fresh worker that is to serve it gets the files.
+            struck.add(self._seq)
+            os.kill(host_pid(self._pid), signal.SIGKILL)
+        return send_by(self, encoded, deadline)
+
+    monkeypatch.setattr(sandbox.IsolatedSubmission, "_send_by", sending)
     graded = grade.grade_one("reference", reference, SETTINGS)
-    assert len(made) == sandbox.MAX_FAULTS_PER_REQUEST + 1
-    assert graded.failed and "faults outside it" in graded.detail
+    assert graded.failed and "did not recur" in graded.detail
+    assert len(struck) <= retries.MAX_RETRIES + 1  # or their time ran out first
+    report.write_submission(tmp_path, graded, digests={"submission": "s", "suite": "t"})
+    row = report.gradebook_row(tmp_path, "reference")
+    assert row["score"] == "" and all(row[f"part{k}"] == "" for k in PARTS)
+    assert "did not recur" in row["problems"]
 
 
 def test_a_kill_with_the_request_unread_is_retried(reference, clean, monkeypatch):
@@ -205,7 +247,7 @@ def test_a_closed_worker_socket_is_retried(reference, clean, monkeypatch):
     )
     graded = graded_with(reference)
     assert struck and outcomes(graded) == outcomes(clean)
-    assert ["lost its connection" in e for e in graded.grader_events] == [True]
+    assert ["lost connection" in e for e in graded.grader_events] == [True]
 
 
 def test_a_reply_late_but_inside_its_deadline_counts(reference, clean, monkeypatch):
@@ -296,3 +338,132 @@ def test_a_request_slowed_by_a_crowded_host_is_not_a_time_out(tmp_path):
             for loop in loops:
                 loop.kill()
                 loop.wait()
+
+
+#: Student code that ends its own worker at a request, in each of the ways that look from
+#: outside like a fault of the host's (and one plainly its own, for contrast). The reader of
+#: student files refuses most of these routes; the sandbox must hold where it would not.
+ENDS_ITSELF = """
+import os
+import resource
+import signal
+import socket
+import time
+
+
+def answer(x):
+    return x
+
+
+def end_by(how):
+    if how == "its own exit":
+        os._exit(0)
+    if how == "the status of a lost connection":
+        os._exit(72)
+    if how == "SIGKILL sent to itself":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if how == "SIGTERM sent to itself":
+        os.kill(os.getpid(), signal.SIGTERM)
+    if how == "a CPU limit it lowered":  # soft = hard: the kernel's SIGKILL, not SIGXCPU
+        used = int(time.process_time()) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (used, used))
+        while True:
+            pass
+    if how == "its own sockets shut":
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                sock = socket.socket(fileno=int(name))
+            except OSError:
+                continue
+            sock.shutdown(socket.SHUT_RDWR)
+            sock.detach()
+        time.sleep(3600)
+    raise ValueError(how)
+"""
+ENDS = [
+    "the status of a lost connection",
+    "SIGKILL sent to itself",
+    "SIGTERM sent to itself",
+    "a CPU limit it lowered",
+    "its own sockets shut",
+]
+
+
+@pytest.mark.parametrize("how", ["its own exit", *ENDS])
+def test_a_worker_that_ends_itself_loses_that_request_only(tmp_path, how):
+    """Whatever its end looks like, a worker that ends at the same request after a retry has
+    ended by its own doing: the request fails (it is not run again), no grader event is left,
+    and the next request is served. An end plainly its own is not retried at all."""
+    root = tmp_path / "sub"
+    shutil.copytree(SOLUTIONS, root / PACKAGE)
+    masks = root / PACKAGE / "masks.py"
+    masks.write_text(masks.read_text() + ENDS_ITSELF)
+    limits = sandbox.Limits(call_timeout=30.0, submission_timeout=300.0)
+    with sandbox.IsolatedSubmission(root, limits=limits) as hw:
+        assert hw.call("masks.answer", 1) == 1
+        with pytest.raises(StudentError) as ended:
+            hw.call("masks.end_by", how)
+        assert ended.value.type_name == "ProcessExit"
+        retried = "again, after a retry" in ended.value.message
+        assert retried == (how in ENDS), ended.value.message
+        assert hw.grader_events == []
+        with pytest.raises(StudentError, match="so it was not run again"):
+            hw.call("masks.end_by", how)
+        assert hw.call("masks.answer", 2) == 2
+
+
+#: Student code that spins in processes of its own beside a request that spins too.
+SPINS_BESIDE = """
+import os
+
+
+def spin_beside(processes):
+    for _ in range(processes):
+        if os.fork() == 0:
+            while True:
+                pass
+    while True:
+        pass
+"""
+
+
+def test_processes_spinning_beside_a_request_earn_it_no_time(tmp_path):
+    """Eight processes of the submission's own share its worker's CPU, so the worker waits
+    for a CPU most of the time. That wait is the submission's doing, never the host's: the
+    request still ends near its limit of 1 s (crediting the wait would stretch it to the
+    cap, 10 s; 5 s leaves room for a busy host's own share of the wait)."""
+    root = tmp_path / "sub"
+    shutil.copytree(SOLUTIONS, root / PACKAGE)
+    masks = root / PACKAGE / "masks.py"
+    masks.write_text(masks.read_text() + SPINS_BESIDE + COMPUTES)
+    limits = sandbox.Limits(call_timeout=1.0, submission_timeout=60.0)
+    with sandbox.IsolatedSubmission(root, limits=limits) as hw:
+        assert hw.call("masks.compute", 0.05) == 0.05  # the worker is up
+        began = time.monotonic()
+        with pytest.raises(StudentError, match="took longer than 1 s"):
+            hw.call("masks.spin_beside", 8)
+        took = time.monotonic() - began
+    assert took < 5 * limits.call_timeout, took
+
+
+@pytest.mark.parametrize("limit", ["CPU time", "memory"])
+def test_a_grading_too_costly_for_the_grading_process_is_that_submissions_problem(
+    reference, clean, monkeypatch, tmp_path, limit
+):
+    """Past its share of the grading process's CPU time or memory, a submission's grading
+    stops with the reason, as the grader's failure on it (an empty gradebook row); the next
+    submission is graded as ever. The limits are lowered to nothing here to reach them."""
+    if limit == "CPU time":
+        monkeypatch.setattr(grade, "COST_FLOOR", 0.0)
+        monkeypatch.setattr(grade, "REFERENCE_CPU_PER_TEST", 0.0)
+    else:
+        monkeypatch.setattr(grade, "MAX_MEMORY_GROWTH", -1)
+    costly = grade.grade_one("reference", reference, SETTINGS)
+    assert costly.failed and limit.split()[0] in costly.detail
+    report.write_submission(tmp_path, costly, digests={"submission": "s", "suite": "t"})
+    row = report.gradebook_row(tmp_path, "reference")
+    assert row["score"] == "" and "grading process" in row["problems"]
+    summary = classreport.summarize(tmp_path, ["reference"], [row])
+    assert summary.scores == [] and summary.troubles == [("reference", row["problems"])]
+    monkeypatch.undo()
+    assert outcomes(graded_with(reference)) == outcomes(clean)
