@@ -42,9 +42,9 @@ def grade_batch(
     names = [n for n, _ in found]
     if not shard:
         _remove_students(console, out, names, remove, prune)
-    if not found:
-        write_class_files(console, out, names, {}, 0)
-        return 0
+        if not found:  # only removals asked for
+            write_class_files(console, out, names, {}, 0)
+            return 0
     console.print("[bold]protections in force:[/] " + "; ".join(sandbox.protections()))
     suite = grade.suite_digest(settings)
     if shard:
