@@ -303,7 +303,7 @@ def row_of(name: str, results: dict) -> dict[str, str | int] | None:
             "max_score": results["max_score"],
         }
         troubles = read_findings(results).troubles()
-        if results["extra_data"].get("grader_failed"):
+        if results.get("extra_data", {}).get("grader_failed"):
             row["score"], parts = "", dict.fromkeys(PARTS, "")
     except (ValueError, KeyError, TypeError, AttributeError):
         return None

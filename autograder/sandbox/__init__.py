@@ -10,7 +10,7 @@ Its face is this module; what lies behind it, from the outside in:
 - ``template_client``: the grading process's end of the template;
 - ``client``: ``IsolatedSubmission``, the grading process's end of a worker: requests, replies,
   deadlines, retries of workers that ended (whose doing an end was: ``retries``), hangs
-  (``hangs``);
+  (``hangs``) and the host's delays its time limits forgive (``host_wait``);
 - ``wire``: the plain format requests and replies cross the socket in.
 """
 

@@ -197,7 +197,7 @@ CGROUP_MEMORY = 6 << 30
 class ControlGroups:
     """cgroup v1 ``pids``, ``memory`` and ``cpuacct`` groups around the sandbox of one grading
     process; ``cpuacct`` limits nothing and counts its tasks' CPU time (``cpu_seconds``), which
-    tells the host's delays from the submission's own (``autograder.sandbox.client._HostWait``).
+    tells the host's delays from the submission's own (``autograder.sandbox.host_wait``).
 
     Best effort: where the hierarchies are missing or read-only (no root, cgroup v2 without
     delegated controllers) nothing is limited here, and the per-worker resource limits of

@@ -17,7 +17,7 @@ lost one's state by replaying the requests it served; ending the same request ag
 submission's, not ending it the host's (``grader_events`` records each such fault). Hangs are
 counted per function (``autograder.sandbox.hangs``); a request that ended the worker is not run
 again, and once the submission's total time is spent every request fails fast, so one hang never
-blocks a batch. Time limits count only the host's delays (``_HostWait``).
+blocks a batch. Time limits count only the host's delays (``host_wait``).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from autograder.sandbox import (
     bubblewrap,
     confine,
     hangs,
+    host_wait,
     retries,
     template_client,
     wire,
@@ -71,7 +72,7 @@ MAX_DISARMED = 32
 #: Bytes of requests kept to bring a fresh worker to a lost one's state (``_Journal``).
 MAX_JOURNAL_BYTES = 64 << 20
 #: A request's time limit is moved on by the time the host's other work kept its worker
-#: waiting for a CPU (``_HostWait``), up to this many times the limit in all.
+#: waiting for a CPU (``host_wait``), up to this many times the limit in all.
 MAX_STRETCH = 10
 #: Signals a worker gets by its own doing: a crash in its code or one of its own limits (CPU
 #: time: SIGXCPU, file size: SIGXFSZ). Any other signal may have come from outside it (SIGKILL:
@@ -161,9 +162,9 @@ class IsolatedSubmission(Submission):
         self._retries = retries.Retries()
         # Each request retried, and its grader event, which goes if its end recurs.
         self._retried_events: dict[int, str] = {}
-        self._host_wait = _HostWait()
-        # The wait in progress: (when it began, seconds allowed, ``_HostWait`` counters then)
-        self._timed = (0.0, 0.0, _HostWait.NOTHING)
+        self._host_wait = host_wait.HostWait()
+        # The wait in progress: (when it began, seconds allowed, ``host_wait`` counters then)
+        self._timed = (0.0, 0.0, host_wait.HostWait.NOTHING)
         #: What happened on the grader's side while grading it (a worker lost and retried
         #: where the retry did not end the same way, a template started again).
         self.grader_events: list[str] = []
@@ -278,9 +279,9 @@ class IsolatedSubmission(Submission):
 
     def _credit(self) -> float:
         """Seconds the host's other work has kept the worker waiting for a CPU since the
-        current wait began (``_HostWait.credit``), up to what ``MAX_STRETCH`` grants it."""
+        current wait began (``host_wait.HostWait.credit``), up to what ``MAX_STRETCH`` grants it."""
         _, allowed, then = self._timed
-        waited = _HostWait.credit(then, self._host_wait.counters(self._pid))
+        waited = host_wait.HostWait.credit(then, self._host_wait.counters(self._pid))
         return min(waited, (MAX_STRETCH - 1) * allowed)
 
     def _retry_after(self, ended: _WorkerEnded, label: str, lost: float) -> bool:
@@ -658,97 +659,6 @@ class _Journal:
         self.entries: list[tuple[int, tuple[bytes, list[bytes]]]] = []
         self.labels: dict[int, str] = {}
         self.size, self.seconds, self.overflowed = 0, 0.0, False
-
-
-class _HostWait:
-    """How long the host's other work kept a worker waiting for a CPU: time a busy host took
-    from it, which no time limit may charge to the student, and never a wait the submission
-    caused itself.
-
-    The kernel's per-task scheduler statistics (``/proc/<pid>/schedstat``: time on a CPU, time
-    ready to run but waiting for one) give the worker's wait, whoever caused it. Student code
-    can cause it: processes or threads that spin beside the request take the worker's CPU.
-    Every such wait is time one of the sandbox's other tasks spent on a CPU, and the sandbox's
-    control group counts all of its tasks' CPU time (``bubblewrap.ControlGroups.cpu_seconds``,
-    read from outside the sandbox), so the wait less the CPU time of the sandbox's tasks other
-    than the worker's own is what tasks outside the sandbox took at least. The grading thread's
-    own CPU time is taken off as well: the worker can make it work (with messages to read) on
-    the CPU they may share. A worker cannot lower its own priority, give its CPU away
-    (``sched_yield``) or move to other CPUs either (``confine``'s system-call filter), so
-    what waits it gets are the host's. Without the control group's count nothing is credited:
-    a time limit is then plain wall time."""
-
-    #: Counters before a worker was found: (waited, ran, the sandbox's CPU time, the grading
-    #: thread's CPU time), in seconds.
-    NOTHING = (0.0, 0.0, None, 0.0)
-
-    def __init__(self):
-        self._path: Path | None = None  # the current worker's statistics, once found
-        self._looked = False
-
-    def forget(self) -> None:
-        """The worker is gone: the next one is looked up afresh."""
-        self._path, self._looked = None, False
-
-    def counters(self, pid: int) -> tuple[float, float, float | None, float]:
-        """Worker ``pid``'s (its pid in the template's namespace) wait for a CPU and time on
-        one so far, the CPU time of the sandbox's tasks (``None``: not counted here) and that
-        of the calling thread, the grading thread."""
-        template = template_client.running()
-        if not self._looked and pid:
-            self._looked = True
-            host = _host_pid(pid, template.process.pid) if template else None
-            self._path = Path(f"/proc/{host}/schedstat") if host else None
-        if self._path is None or template is None:
-            return self.NOTHING
-        try:
-            ran, waited = self._path.read_bytes().split()[:2]
-        except (OSError, ValueError):
-            return self.NOTHING
-        sandbox = template.groups.cpu_seconds()
-        return int(waited) / 1e9, int(ran) / 1e9, sandbox, time.thread_time()
-
-    @staticmethod
-    def credit(then: tuple, now: tuple) -> float:
-        """Seconds of the wait between two readings of ``counters`` that tasks outside the
-        sandbox caused at least: 0 where either reading lacks the sandbox's count."""
-        if then[2] is None or now[2] is None:
-            return 0.0
-        waited, ran, sandbox, grader = (b - a for a, b in zip(then, now, strict=True))
-        return max(0.0, waited - max(0.0, sandbox - ran) - grader)
-
-
-def _host_pid(pid: int, ancestor: int) -> int | None:
-    """The host's pid of the process that is ``pid`` in the innermost PID namespace below
-    process ``ancestor`` (bubblewrap gives the template a namespace of its own), or none."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = Path(entry.path, "status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("NSpid:"):
-                if int(line.split()[-1]) == pid and _descends(
-                    int(entry.name), ancestor
-                ):
-                    return int(entry.name)
-                break
-    return None
-
-
-def _descends(pid: int, ancestor: int) -> bool:
-    """Whether process ``pid`` is ``ancestor`` or below it."""
-    try:
-        while pid > 1:
-            if pid == ancestor:
-                return True
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            pid = int(stat.rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return False
 
 
 class _CpuPlan:

@@ -52,7 +52,7 @@ _MS_REMOUNT, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = (
 #: the C library then uses clone. A worker keeps the priority, scheduling and CPUs it was given
 #: (``SCHEDULING_CALLS``): a lower priority, a CPU given away (``sched_yield``, a no-op refused)
 #: or a crowded CPU would lengthen its waits for a CPU, which its time limit credits as the
-#: host's (``autograder.sandbox.client._HostWait``).
+#: host's (``autograder.sandbox.host_wait``).
 REFUSED_CALLS = {
     "x86_64": {
         "setns": 308,

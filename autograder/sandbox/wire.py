@@ -18,6 +18,7 @@ memory (the frame, the tensors' copies, and Python objects of a parsed JSON head
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -390,14 +391,15 @@ def _recv_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytear
 
 def poll_readable(sock: socket.socket, seconds: float) -> bool:
     """Whether ``sock`` has data (or was closed) within ``seconds``, trying without sleeping and
-    yielding the CPU between tries: a CPU kept busy answers at once, where one that went idle
-    must first be woken."""
+    yielding the CPU between tries (a worker, whose filter refuses the yield, spins): a CPU
+    kept busy answers at once, where one that went idle must first be woken."""
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         try:
             sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
         except BlockingIOError:
-            os.sched_yield()
+            with contextlib.suppress(OSError):  # refused in a worker: it spins
+                os.sched_yield()
             continue
         except OSError:
             pass  # the read that follows reports it

@@ -6,6 +6,6 @@ here, so that neither imports the other for them."""
 UNCONFINED = 70
 #: A request it could not carry out or a record it could not send: it broke the protocol.
 BROKEN = 71
-#: Its socket closed under it: the grading side went away, or the connection was lost (not the
-#: submission's doing).
+#: Its socket closed under it: the grading side went away, or the connection was lost. Student
+#: code can exit with it too, so it proves nothing (``autograder.sandbox.retries`` decides).
 HUNG_UP = 72

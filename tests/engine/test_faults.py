@@ -30,7 +30,7 @@ from autograder.points import PACKAGE, PARTS
 from autograder.protocol import StudentError
 from autograder.release import SOLUTIONS
 from autograder.sandbox import client as sandbox
-from autograder.sandbox import retries, template_client
+from autograder.sandbox import host_wait, retries, template_client
 
 #: A few part-7 tests whose requests build a CharLM, load weights into it and run it: a
 #: fault in their middle leaves the grading side holding handles to the lost worker's objects.
@@ -64,7 +64,7 @@ def outcomes(graded: grade.Graded) -> dict[str, bool]:
 
 def host_pid(pid: int) -> int:
     """A worker's pid as this process sees it (the template may have a PID namespace)."""
-    found = sandbox._host_pid(pid, template_client.running().process.pid)
+    found = host_wait.host_pid(pid, template_client.running().process.pid)
     if found is None:
         raise LookupError(f"no worker {pid} below the template")
     return found
