@@ -41,6 +41,7 @@ HANDOUT_FILES = (
     "autograder/plugin.py",
     "autograder/points.py",
     "autograder/protocol.py",
+    "autograder/safe_text.py",
     "autograder/second_device.py",
     "tests/__init__.py",
     "tests/conftest.py",
