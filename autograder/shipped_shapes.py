@@ -72,6 +72,35 @@ def refusals(path: str, source: str) -> list[str]:
     return _Shapes(path, tree).run()
 
 
+def conftest_refusals(path: str, source: str) -> list[str]:
+    """The suite's top ``conftest.py`` ships to load the engine's plugin, and does nothing
+    else: a docstring and ``pytest_plugins`` written out."""
+    try:
+        tree = ast.parse(source, path)
+    except SyntaxError as error:
+        return [f"{path}:{error.lineno}: does not parse ({error.msg})"]
+    return [
+        f"{path}:{node.lineno}: `{_short(node)}`: the handout's conftest.py only loads the "
+        "engine's plugin (pytest_plugins = [...]); fixtures and hooks belong in "
+        "autograder/plugin.py"
+        for node in tree.body
+        if not _is_docstring(node)
+        and not (
+            isinstance(node, ast.Assign)
+            and [ast.unparse(t) for t in node.targets] == ["pytest_plugins"]
+            and _is_literal(node.value)
+        )
+    ]
+
+
+def _is_literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except ValueError:
+        return False
+    return True
+
+
 class _Shapes:
     def __init__(self, path: str, tree: ast.Module):
         self.path, self.tree = path, tree
