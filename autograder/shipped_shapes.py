@@ -11,7 +11,11 @@ shapes it reads (``refusals``), and anything else is refused with the way to wri
   ``parametrize`` with written-out values or stored answers, hypothesis's ``given``,
   ``settings`` and ``st.composite``, the suite's ``examples``, ``functools.cache``;
 * no class (its methods would be tests the check never reads), no fixture (``hw`` is the one
-  fixture, from ``autograder.plugin``), no ``conftest.py`` beside the tests.
+  fixture, from ``autograder.plugin``), no ``conftest.py`` beside the tests (``tests/conftest.py``
+  only loads the plugin: ``conftest_refusals``);
+* no default value computed at import, no ``global`` or ``nonlocal``, no code or name made from
+  a string (``eval``, ``getattr``, ...), no ``import *``, and no library function held as a
+  value (``make = torch.ones``): each hides a computation from the judge.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ LIBRARY_VALUES = {
 MARKERS = {"points", "part", "uses", "public", "hidden"}
 HYPOTHESIS_DECORATORS = {"given", "settings", "composite"}
 CACHES = {"cache", "lru_cache"}
+KNOWN_DECORATORS = (
+    MARKERS | HYPOTHESIS_DECORATORS | {"parametrize", "examples", "cache"}
+)
 #: Calls that write a value out: what comes out is its written arguments.
 WRITING_CALLS = {"float", "int", "str", "bool", "tuple", "frozenset"}
 #: What the refusals point to.
@@ -70,6 +77,35 @@ def refusals(path: str, source: str) -> list[str]:
         )
         return [f"{path}:1: a conftest.py beside the graded tests {why}"]
     return _Shapes(path, tree).run()
+
+
+def conftest_refusals(path: str, source: str) -> list[str]:
+    """The suite's top ``conftest.py`` ships to load the engine's plugin, and does nothing
+    else: a docstring and ``pytest_plugins`` written out."""
+    try:
+        tree = ast.parse(source, path)
+    except SyntaxError as error:
+        return [f"{path}:{error.lineno}: does not parse ({error.msg})"]
+    return [
+        f"{path}:{node.lineno}: `{_short(node)}`: the handout's conftest.py only loads the "
+        "engine's plugin (pytest_plugins = [...]); fixtures and hooks belong in "
+        "autograder/plugin.py"
+        for node in tree.body
+        if not _is_docstring(node)
+        and not (
+            isinstance(node, ast.Assign)
+            and [ast.unparse(t) for t in node.targets] == ["pytest_plugins"]
+            and _is_literal(node.value)
+        )
+    ]
+
+
+def _is_literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except ValueError:
+        return False
+    return True
 
 
 class _Shapes:
@@ -355,10 +391,7 @@ class _Shapes:
             if isinstance(decorator, ast.Call)
             else []
         )
-        if marker is None or (
-            marker not in MARKERS | HYPOTHESIS_DECORATORS | {"parametrize"}
-            and marker not in ("examples", "cache")
-        ):
+        if marker not in KNOWN_DECORATORS:
             fixture = "fixture" in _short(decorator)
             self.refuse(
                 decorator,

@@ -7,12 +7,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from autograder import shipped_tests
+from autograder import shipped_shapes, shipped_tests
 from autograder.points import PACKAGE
 from autograder.release.stubs import BEGIN, END, REPO, SOLUTIONS
 
 #: The answer key: in the handout its values, never its code (``tests.graded.answers``).
 ORACLES = "tests/graded/oracles.py"
+#: The suite's conftest, which ships to load the engine's plugin.
+CONFTEST = "tests/conftest.py"
 
 
 def strip_hidden_tests(
@@ -162,6 +164,9 @@ def find_leaks(
         for path in sorted((root / "tests" / "graded").glob("*.py"))
         if path.relative_to(root).as_posix() != ORACLES
     }
+    if (root / CONFTEST).is_file():
+        text = (root / CONFTEST).read_text(encoding="utf-8")
+        leaks += shipped_shapes.conftest_refusals(CONFTEST, text)
     return leaks + shipped_tests.refusals(shipped)
 
 
@@ -187,6 +192,9 @@ def refused_test_code(repo: Path = REPO) -> list[str]:
             for w in sorted(_windows(_code_lines(text)) & secret)
         ]
         leaks += [f"{name}: {leak}" for leak in _answer_key_functions(text, key)]
+    conftest = repo / CONFTEST
+    if conftest.is_file():
+        leaks += shipped_shapes.conftest_refusals(CONFTEST, conftest.read_text())
     return leaks + shipped_tests.refusals(shipped)
 
 

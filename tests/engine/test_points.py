@@ -66,6 +66,50 @@ def test_every_part_has_graded_tests():
     assert not missing, f"parts without graded tests: add {missing}"
 
 
+def graded_points() -> Counter:
+    """Part -> the points of its graded tests, read from their markers (a parametrized test
+    once per case), whatever a run selects."""
+    points: Counter = Counter()
+    for path in (REPO / "tests" / "graded").glob("test_*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module_part = marker_args(tree.body, "part")
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                part = marker_args([node], "part") or module_part
+                cases = 1
+                for call in node.decorator_list:
+                    if ast.unparse(getattr(call, "func", call)).endswith(
+                        ".parametrize"
+                    ):
+                        cases *= len(ast.literal_eval(call.args[1]))
+                points[part[0]] += cases * marker_args([node], "points")[0]
+    return points
+
+
+def marker_args(nodes, marker: str) -> list:
+    """The arguments of ``pytest.mark.<marker>(...)`` on these nodes, decorators or
+    ``pytestmark``."""
+    for node in nodes:
+        for call in getattr(node, "decorator_list", None) or [
+            getattr(node, "value", None)
+        ]:
+            if (
+                isinstance(call, ast.Call)
+                and ast.unparse(call.func) == f"pytest.mark.{marker}"
+            ):
+                return [ast.literal_eval(a) for a in call.args]
+    return []
+
+
+def test_the_graded_points_add_up_to_each_part():
+    """Checked here as well as at collection, which checks an unfiltered run only."""
+    wanted = {k: part.points for k, part in PARTS.items()}
+    assert dict(graded_points()) == wanted, (
+        "test points per part differ from PARTS (autograder/points.py, "
+        "tests/graded/test_part<N>_<topic>.py)"
+    )
+
+
 def test_every_answer_a_test_imports_is_an_oracle():
     """Tests take expected values from ``tests.graded.answers``, which serves the functions of
     the answer key: a name it lacks is an oracle not written yet."""

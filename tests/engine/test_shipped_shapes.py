@@ -238,6 +238,17 @@ def test_a_conftest_beside_the_tests_stops_the_release(tmp_path):
         build_handout(tmp_path / "handout", repo)
 
 
+def test_code_in_the_top_conftest_stops_the_release(tmp_path):
+    """tests/conftest.py ships to load the engine's plugin, and may do nothing else."""
+    repo = graded_copy(tmp_path)
+    plugin = (REPO / "tests" / "conftest.py").read_text(encoding="utf-8")
+    (repo / "tests" / "conftest.py").write_text(
+        plugin + "\n\n@pytest.fixture\ndef want():\n    return 1\n"
+    )
+    with pytest.raises(ReleaseError, match="only loads the engine's plugin"):
+        build_handout(tmp_path / "handout", repo)
+
+
 HIDDEN = (
     "HIDDEN_WANT = torch.tensor([[False, True], [False, False]])\n"
     "HIDDEN_SIZE = 2\n\n\n"
