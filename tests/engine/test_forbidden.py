@@ -1,4 +1,4 @@
-"""The reader of the rules (``autograder.forbidden``): what a student file may import and reach
+"""The reader of the rules (``autograder.reader``, ``autograder.rules``): what a student file may import and reach
 is an allow-list, what could switch the run-time watch off or hide from it is refused with the
 construct, its file:line and what to write instead, and a forbidden call written out is named;
 the student's own code, correct idioms, comments and strings are not."""
@@ -10,8 +10,11 @@ import time
 
 import pytest
 
-from autograder import forbidden
-from autograder.forbidden import (
+from autograder import reader, rules
+from autograder.points import PARTS
+from autograder.reader import scan_package, scan_source
+from autograder.release import SOLUTIONS
+from autograder.rules import (
     DYNAMIC,
     FRAMES,
     FROM_TEXT,
@@ -19,16 +22,12 @@ from autograder.forbidden import (
     INSIDE,
     PRIVATE,
     THREADS,
-    scan_package,
-    scan_source,
 )
-from autograder.points import PARTS
-from autograder.release import SOLUTIONS
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
 
 
-def refusals(filename: str, line: str) -> list[forbidden.Violation]:
+def refusals(filename: str, line: str) -> list[rules.Violation]:
     return [v for v in scan_source(filename, HEADER + line + "\n") if v.advice]
 
 
@@ -423,7 +422,7 @@ def test_a_syntax_error_or_a_null_byte_costs_only_its_part(tmp_path):
 
 
 def test_a_file_over_the_size_cap_is_not_read(tmp_path):
-    package = write_package(tmp_path, gqa="x = 1\n" * (forbidden.MAX_MODULE // 6 + 1))
+    package = write_package(tmp_path, gqa="x = 1\n" * (rules.MAX_MODULE // 6 + 1))
     (found,) = scan_package(package)
     assert found.parts == (6,) and "over 512 KB" in found.describe()
 
@@ -438,8 +437,8 @@ def test_a_reader_out_of_time_names_the_file_it_was_reading(tmp_path, monkeypatc
         "else print(json.dumps({'violations': []}), flush=True); "
         "time.sleep(3600) if 'norm.py' in names else None"
     )
-    monkeypatch.setattr(forbidden, "_CHILD", never_ends)
-    monkeypatch.setattr(forbidden, "READ_SECONDS", 2)
+    monkeypatch.setattr(reader, "_CHILD", never_ends)
+    monkeypatch.setattr(reader, "READ_SECONDS", 2)
     package = write_package(tmp_path, masks="x = 1\n", norm="y = 2\n")
     (found,) = scan_package(package)
     assert found.file == "norm.py" and found.parts == (5,)
@@ -452,9 +451,9 @@ def test_a_reader_that_cannot_start_is_the_graders_failure(tmp_path, monkeypatch
     from autograder.runner import SuiteError
 
     (tmp_path / "attention.py").write_text("x = 1\n")
-    monkeypatch.setattr(forbidden, "_CHILD", "raise SystemExit(3)")
+    monkeypatch.setattr(reader, "_CHILD", "raise SystemExit(3)")
     with pytest.raises(SuiteError, match="reader did not start"):
-        forbidden.scan_package(tmp_path)
+        reader.scan_package(tmp_path)
 
 
 def _too_slow(*_):
@@ -495,18 +494,18 @@ def test_the_rules_students_read_name_everything_the_reader_refuses(capsys):
     the very tables the reader applies: nothing refused goes unnamed."""
     from autograder import cli
 
-    text = "\n".join(forbidden.student_rules())
+    text = "\n".join(rules.student_rules())
     listed = (
-        forbidden.ROOTS
-        | set(forbidden.OFF_LIMITS)
-        | set(forbidden.ANYWHERE)
-        | set(forbidden.BUILTINS_OFF)
-        | forbidden.LOOKUPS
-        | set(forbidden.PICKLES)
-        | {name for names in forbidden.LIMITED.values() for name in names}
+        rules.ROOTS
+        | set(rules.OFF_LIMITS)
+        | set(rules.ANYWHERE)
+        | set(rules.BUILTINS_OFF)
+        | rules.LOOKUPS
+        | set(rules.PICKLES)
+        | {name for names in rules.LIMITED.values() for name in names}
     )
     assert [name for name in sorted(listed) if f"`{name}`" not in text] == []
     assert cli.main(["check", "--rules"]) == 0
     assert capsys.readouterr().out.strip() == "\n\n".join(
-        f"- {rule}" for rule in forbidden.student_rules()
+        f"- {rule}" for rule in rules.student_rules()
     )
