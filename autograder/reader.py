@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +31,10 @@ from autograder.rules import (
     FRAMES,
     FROM_TEXT,
     HANDED_ON,
+    IMPORTERS,
     IMPORTS,
+    JUDGED_BY_ARGUMENTS,
+    JUDGED_PATHS,
     LIMITED,
     LOOKUP_METHODS,
     LOOKUPS,
@@ -41,6 +46,7 @@ from autograder.rules import (
     READ_SECONDS,
     ROOTS,
     RULES,
+    TORCH_UTILS,
     Reason,
     Violation,
 )
@@ -49,7 +55,8 @@ from autograder.rules import (
 def scan_source(filename: str, source: str) -> list[Violation]:
     """Violations in one file's source, read on its own (other student files unknown), in this
     process: for tests and trusted text."""
-    return scan_reporting({filename: source}, lambda filename: None)
+    sources = {filename: source}
+    return scan_reporting(sources, lambda filename: None, clashing_names(sources))
 
 
 def read_source(data: bytes) -> str:
@@ -80,8 +87,9 @@ def scan_package(package_dir: Path) -> list[Violation]:
                 )
             else:
                 sources[path.name] = read_source(data)
+    clashes = clashing_names(sources)
     while sources:
-        found, failed = _read_in_child(sources)
+        found, failed = _read_in_child(sources, clashes)
         if failed is None:
             violations += [Violation(**v) for v in found]
             break
@@ -102,9 +110,46 @@ def unreadable(filename: str, why: str, line: int = 1, instead: str = "") -> Vio
     return Violation(filename, line, "", advice=advice)
 
 
-def scan_reporting(sources: dict[str, str], progress) -> list[Violation]:
+#: A method a student's class defines under a private name (``def _device(self)``).
+_PRIVATE_METHOD = re.compile(r"\bdef\s+(_[A-Za-z0-9]\w*)\s*\(")
+
+
+def clashing_names(sources: dict[str, str]) -> frozenset[str]:
+    """The private method names the sources define that library objects have too: read
+    through a parameter (``model._device()``) they could reach the library's instead."""
+    defined = {m for text in sources.values() for m in _PRIVATE_METHOD.findall(text)}
+    return frozenset(defined & _library_private_names()) if defined else frozenset()
+
+
+@functools.cache
+def _library_private_names() -> frozenset[str]:
+    """The private names that reach more than public names do, in the importable libraries as
+    this process has loaded them: a private name a module binds to an object no public name
+    binds (``torch._C``; not ``torch.types._device``, which is ``torch.device``), and the
+    private attributes of torch's tensors and modules."""
+    import torch  # the grading process has it already; a student file's reader does not
+
+    public: set[int] = set()
+    private: dict[str, list[int]] = {}
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] not in ROOTS or module is None:
+            continue
+        for key, value in list(vars(module).items()):
+            if _private(key):
+                private.setdefault(key, []).append(id(value))
+            else:
+                public.add(id(value))
+    names = {k for k, ids in private.items() if not public.issuperset(ids)}
+    for holder in (torch.zeros(1), torch.nn.Parameter(), torch.nn.Linear(1, 1)):
+        names.update(n for n in dir(holder) if _private(n))
+    return frozenset(names)
+
+
+def scan_reporting(
+    sources: dict[str, str], progress, clashes: frozenset[str] = frozenset()
+) -> list[Violation]:
     """``scan_package``'s reading, with ``progress(filename)`` called as each file's turn
-    comes, so a reader stopped on the way names the file."""
+    comes, so a reader stopped on the way names the file; ``clashes``: ``clashing_names``."""
     found = []
     for filename in sorted(sources):
         progress(filename)
@@ -117,7 +162,7 @@ def scan_reporting(sources: dict[str, str], progress) -> list[Violation]:
         except ValueError as exc:  # a null byte
             found.append(unreadable(filename, f"it does not parse ({exc})"))
             continue
-        found += _Reader(filename, sources[filename], tree).read()
+        found += _Reader(filename, sources[filename], tree, clashes).read()
     return found
 
 
@@ -126,14 +171,15 @@ def scan_reporting(sources: dict[str, str], progress) -> list[Violation]:
 _ENGINE_ROOT = str(Path(__file__).resolve().parent.parent)
 _CHILD = (
     "import sys; sys.path.append(sys.argv[1]); "
-    "from autograder.reader import child_main; child_main(int(sys.argv[2]))"
+    "from autograder.reader import child_main; child_main(int(sys.argv[2]), sys.argv[3])"
 )
 
 
-def _read_in_child(sources: dict[str, str]):
+def _read_in_child(sources: dict[str, str], clashes: frozenset[str]):
     """``(violations as dicts, None)``, or ``([], (file, why))`` when reading stopped on that
     file: it raised, ran out of time or memory, or the child died reading it."""
     command = [sys.executable, "-I", "-S", "-c", _CHILD, _ENGINE_ROOT, str(READ_MEMORY)]
+    command.append(json.dumps(sorted(clashes)))
     stderr = b""
     try:
         done = subprocess.run(
@@ -172,7 +218,7 @@ def _lines(output: bytes | None) -> list[dict]:
     return lines
 
 
-def child_main(memory: int) -> None:
+def child_main(memory: int, clashes: str = "[]") -> None:
     """The child: caps its own memory before it reads anything, then reads the sources from
     stdin and writes a line as each file's turn comes, and the violations last."""
     try:
@@ -189,7 +235,7 @@ def child_main(memory: int) -> None:
         out.flush()
 
     try:
-        found = scan_reporting(sources, progress)
+        found = scan_reporting(sources, progress, frozenset(json.loads(clashes)))
     except RecursionError:
         failed = "its code is nested too deeply to read"
     except MemoryError:
@@ -217,7 +263,9 @@ class _Reader:
     """One student file, read once: what each name is bound to anywhere in the file (no scopes:
     a name bound both ways is not the student's own), then each node judged on its own."""
 
-    def __init__(self, filename: str, source: str, tree: ast.Module):
+    def __init__(
+        self, filename: str, source: str, tree: ast.Module, clashes=frozenset()
+    ):
         self.filename, self.tree = filename, tree
         self.lines = source.encode(errors="replace").splitlines()
         self.forbidden = RULES.get(filename, EVERY_FORBIDDEN)
@@ -226,6 +274,16 @@ class _Reader:
         self.found: list[Violation] = []
         self._roots: dict[ast.AST, ast.AST] = {}
         self.classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        #: Private methods the file's classes define that no library object has: read on
+        #: any object, they name the student's own (``model._device()``).
+        self.own_methods = {
+            f.name
+            for c in ast.walk(tree)
+            if isinstance(c, ast.ClassDef)
+            for f in c.body
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and _private(f.name)
+        } - clashes
         self._bind_all()
 
     # What names are bound to ---------------------------------------------------------------
@@ -416,6 +474,7 @@ class _Reader:
         elif isinstance(node, ast.Attribute):
             if not (isinstance(parent, ast.Attribute) and parent.value is node):
                 self._judge_chain(node)  # at the chain's end, once
+                self._judge_importer(node, parent)
         elif isinstance(node, ast.Name):
             self._judge_bare(node, parent)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -449,10 +508,12 @@ class _Reader:
         if reason is None and not own and path not in ALLOWED_PATHS:
             if root in LIMITED and path.count(".") == 1 and name not in LIMITED[root]:
                 reason = FRAMES
-            elif _private(name):
+            elif _private(name) and not (not path and name in self.own_methods):
                 reason = PRIVATE
             else:
                 reason = OFF_LIMITS.get(name)
+            if path.startswith("torch.utils.") and path.count(".") == 2:
+                reason = reason or (None if name in TORCH_UTILS else IMPORTS)
         if reason is not None:
             self._refuse(node, reason, what)
         return reason is None
@@ -485,10 +546,32 @@ class _Reader:
                 DYNAMIC,
                 self._snippet(parent if isinstance(parent, ast.expr) else node),
             )
+        elif self.kinds.get(node.id, set()) & IMPORTERS:
+            self._judge_importer(node, parent)
         elif any(k in LIMITED for k in self.kinds.get(node.id, ())) and not (
             isinstance(parent, ast.Attribute) and parent.value is node
         ):
             self._refuse(node, FRAMES, f"{node.id} (the whole module)")
+
+    def _judge_importer(self, node: ast.expr, parent: ast.AST | None) -> None:
+        """A library function that imports by a string, anywhere but called."""
+        called = isinstance(parent, ast.Call) and parent.func is node
+        if not called and self._paths(node) & IMPORTERS:
+            self._refuse(node, DYNAMIC)
+
+    def _hidden_arguments(self, node: ast.Call) -> bool:
+        """A call judged by its arguments (``getattr``, ``import_module``...) whose arguments
+        are starred or ``**`` keywords: what it looks up is computed."""
+        func = node.func
+        judged = (
+            any(self._builtin(func, name) for name in JUDGED_BY_ARGUMENTS)
+            or bool(self._paths(func) & JUDGED_PATHS)
+            or (isinstance(func, ast.Attribute) and func.attr in LOOKUP_METHODS)
+        )
+        return judged and (
+            any(isinstance(a, ast.Starred) for a in node.args)
+            or any(k.arg is None for k in node.keywords)
+        )
 
     def _judge_class(self, node: ast.ClassDef) -> None:
         for base in node.bases:
@@ -509,7 +592,9 @@ class _Reader:
             ):
                 self._refuse(node, FROM_TEXT)
         name = _const(args[1]) if len(args) >= 2 else None
-        if self._builtin(func, "getattr") and len(args) >= 2:
+        if self._hidden_arguments(node):
+            self._refuse(node, DYNAMIC)
+        elif self._builtin(func, "getattr") and len(args) >= 2:
             self._judge_lookup(node, args[0], args[1])
         elif isinstance(func, ast.Attribute) and func.attr in LOOKUP_METHODS and args:
             # a bound method takes the name, an unbound one the object and the name

@@ -96,9 +96,12 @@ IMPORTABLE = {
     ),
     "files and the system, which the grader's sandbox confines": (
         *("os", "sys", "pathlib", "glob", "json", "time", "shutil", "tempfile", "io"),
-        *("struct", "socket", "pytest"),
+        "struct",
     ),
 }
+#: Of torch's ``torch.utils``, only what a model or its training needs: the rest holds timers
+#: that run a string as code, extension builders and importers by name.
+TORCH_UTILS = frozenset({"data"})
 ROOTS = frozenset(name for group in IMPORTABLE.values() for name in group)
 #: Modules used only by these names: the rest of them reaches the interpreter's frames, tracers
 #: and modules, or turns a string into a module.
@@ -137,8 +140,9 @@ FRAMES = Reason(
 )
 FROM_TEXT = Reason(
     why=(
-        "code made from text or compiled (eval, TorchScript, torch.compile, pickles) has no "
-        "file and line of yours, to which the watch of forbidden calls charges what it sees"
+        "code made from text or compiled (eval, TorchScript, torch.compile, pickles, timers "
+        "and registries that evaluate text) has no file and line of yours, by which the "
+        "watch of forbidden calls judges what it sees"
     ),
     instead="write the code out in plain Python",
 )
@@ -169,6 +173,7 @@ OFF_LIMITS = (
     dict.fromkeys(
         {"threading", "_thread", "concurrent", "multiprocessing", "asyncio", "futures"}
         | {"signal", "faulthandler", "sched", "subprocess", "system", "popen"}
+        | {"distributed"}
         | {"fork", "forkpty", "vfork", "register_at_fork"}
         | {
             f"exec{suffix}"
@@ -199,7 +204,9 @@ OFF_LIMITS = (
     | dict.fromkeys(
         {"jit", "fx", "export", "compiler", "compile", "package", "hub", "f2py"}
         | {"cpp_extension", "jiterator", "serialization", "load_library", "pickle"}
-        | {"get_type_hints", "ForwardRef", "Formatter", "make_dataclass", "marshal"},
+        | {"get_type_hints", "ForwardRef", "Formatter", "make_dataclass", "marshal"}
+        # registries that evaluate string annotations, exporters that trace through jit
+        | {"singledispatch", "singledispatchmethod", "evaluate_forward_ref", "onnx"},
         FROM_TEXT,
     )
     | dict.fromkeys(
@@ -239,6 +246,14 @@ BUILTINS_OFF = {
     **dict.fromkeys(("globals", "locals"), FRAMES),
 }
 HANDED_ON = frozenset({"getattr", "vars", "__import__"})
+#: Library functions that import or look up by a string: called with the string written out,
+#: never handed on as values (to a ``__reduce__``, a ``map``, a registry) nor called with
+#: starred arguments.
+IMPORTERS = frozenset({"importlib.import_module"})
+#: Builtins and library functions judged by their arguments: a starred argument (``getattr(
+#: *names)``) or ``**`` keywords hide those, so the call is judged as computed, and refused.
+JUDGED_BY_ARGUMENTS = frozenset({"getattr", "setattr", "vars", "__import__", "type"})
+JUDGED_PATHS = IMPORTERS | {"operator.attrgetter", "operator.methodcaller"}
 #: Methods that look an attribute up by a string, judged as ``getattr`` is.
 LOOKUP_METHODS = frozenset({"__getattr__", "__getattribute__"})
 #: Library namespaces of functions and classes only, where a computed ``getattr`` is judged
@@ -300,9 +315,13 @@ def student_rules() -> list[str]:
             f"`{n}`" for n in sorted(set(items), key=lambda n: n.lstrip("_"))
         )
 
+    # Names allowed in part (``sys.exit``, ``importlib.import_module``) are stated there.
+    partly = {*LIMITED, *(name for names in LIMITED.values() for name in names)}
+
     def refused(reason: Reason, *more: str) -> str:
         tables = (OFF_LIMITS, ANYWHERE, BUILTINS_OFF)
-        return names([*(n for t in tables for n, r in t.items() if r is reason), *more])
+        found = (n for t in tables for n, r in t.items() if r is reason)
+        return names([*(n for n in found if n not in partly), *more])
 
     groups = "; ".join(
         f"for {what}: {names(mods)}" for what, mods in IMPORTABLE.items()
@@ -310,29 +329,38 @@ def student_rules() -> list[str]:
     limited = ", ".join(f"`{m}` only for {names(n)}" for m, n in LIMITED.items())
     return [
         (
-            "A forbidden call is seen when your code runs, however it is reached (an alias, a "
-            "computed name, a library class that calls one inside), and charged to your file "
-            "and line; `autograder check` also names one written out. The rules below keep "
-            "that watch able to see."
+            "A forbidden call is refused when your code makes it, however it is reached (an "
+            "alias, a computed name, a library class that calls one inside, another thread or "
+            "process): it raises an error that names the rule, your file and line, computes "
+            "nothing, and fails the test, and the part's other tests with it. `autograder "
+            "check` also names one written out. The rules below keep that watch able to see."
         ),
         (
             f"Import only these modules and their public submodules ({groups}), and your own "
             "modules in any form (`from .attention import softmax`, `from transformer_hw "
             'import masks`, `importlib.import_module(".attention", __package__)`). Use '
-            f"{limited}, each written out (`sys.exit(1)`, not `s = sys`)."
+            f"{limited}, each written out (`sys.exit(1)`, not `s = sys`). Of `torch.utils`, "
+            f"import only {names(f'torch.utils.{m}' for m in TORCH_UTILS)}: the rest holds "
+            "timers that run text as code and importers by name."
         ),
         (
             "Reach library objects only by their public names: no attribute or imported name "
             "that starts with `_` (dunders such as `__init__` aside) but on your own objects, "
             "directly: `self._cache`, `cls._table`, `super()._f`, `type(self)._f`, `_k._x` for "
-            "`_k = MyClass()`, `attention._helper` for your module `attention`."
+            "`_k = MyClass()`, `attention._helper` for your module `attention`. A private "
+            "method one of your classes defines (`def _device(self)`) may be called on any "
+            "object (`model._device()`), unless a library binds that name to something no "
+            "public name reaches (`_C`, `_parameters`): then only on your objects, directly."
         ),
         (
             "Write names out. A `getattr` with a computed name is fine on `self`, your own "
             f"objects and on {names(LOOKUPS)} (`getattr(F, self.activation)(x)`: the function "
             "it finds is judged when it is called), nowhere else; `setattr` with a computed "
-            "name only on `self`; `getattr`, `vars` and `__import__` are called, never handed "
-            "on as values."
+            "name only on `self`; `getattr`, `vars`, `__import__` and "
+            "`importlib.import_module` are called, never handed on as values. Their "
+            "arguments are written out too: a starred argument or `**` keywords to "
+            "`getattr`, `setattr`, `vars`, `type`, `__import__`, `importlib.import_module` or "
+            "`operator.attrgetter` and `methodcaller` count as a computed name."
         ),
         (
             "No threads, other processes or programs, async tasks or signal handlers "
@@ -340,11 +368,13 @@ def student_rules() -> list[str]:
         ),
         (
             "No frames, tracebacks, class hierarchies or insides of functions and modules "
-            f"({refused(FRAMES)}): {FRAMES.why}; {FRAMES.instead}."
+            f"({refused(FRAMES)}, and {names(LIMITED)} beyond the names above): "
+            f"{FRAMES.why}; {FRAMES.instead}."
         ),
         (
             f"No code made from text or compiled ({refused(FROM_TEXT)}, `type` with three "
-            f"arguments, `metaclass=`, loading pickles through {names(PICKLES)}): "
+            f"arguments, `metaclass=`, loading pickles through {names(PICKLES)}), nor "
+            "registries that evaluate annotations written as text: "
             f"{FROM_TEXT.why}; {FROM_TEXT.instead}."
         ),
         (
@@ -412,5 +442,3 @@ MAX_MODULE = 512 * 1024
 #: reference takes (0.03 s, 40 MB), so a loaded machine never reaches them.
 READ_SECONDS = 60
 READ_MEMORY = 1 << 30
-
-

@@ -187,6 +187,40 @@ def test_a_forbidden_call_written_out_is_named(line):
         ("import faulthandler", THREADS),
         ("t = __import__('threading')", THREADS),
         ("f = torch.futures.Future()", THREADS),
+        ("import torch.distributed as dist", THREADS),
+        # arguments starred or computed hide what a lookup or an import reaches
+        ("f = getattr(*(torch, '_C'))", DYNAMIC),
+        ("f = getattr(torch, *names)", DYNAMIC),
+        ("f = getattr(**where)", DYNAMIC),
+        ("import importlib\nm = importlib.import_module(*names)", DYNAMIC),
+        ("t = __import__(*names)", DYNAMIC),
+        ("import operator\nf = operator.attrgetter(*names)(torch)", DYNAMIC),
+        ("import operator\nf = operator.methodcaller(*names)(x)", DYNAMIC),
+        (
+            "class A:\n    def f(self, *key):\n        return getattr(self, *key)",
+            DYNAMIC,
+        ),
+        # a library entry point that turns a string into an import or code
+        ("from importlib import import_module\nloaders = [import_module]", DYNAMIC),
+        (
+            (
+                "import importlib\nclass R:\n    def __reduce__(self):\n"
+                "        return (importlib.import_module, ('torch.library',))"
+            ),
+            DYNAMIC,
+        ),
+        ("import pytest\npytest.MonkeyPatch().setattr('a.b', None)", IMPORTS),
+        ("import socket", IMPORTS),
+        ("import pkgutil", IMPORTS),
+        ("import timeit", IMPORTS),
+        ("import torch.utils.benchmark", IMPORTS),
+        ("from torch.utils.benchmark import Timer", IMPORTS),
+        ("t = torch.utils.benchmark.Timer('torch.softmax(x, 0)')", IMPORTS),
+        ("from torch.utils import cpp_extension", FROM_TEXT),
+        ("from torch.utils import bottleneck", IMPORTS),
+        ("import functools\n@functools.singledispatch\ndef f(x):\n    pass", FROM_TEXT),
+        ("from functools import singledispatchmethod", FROM_TEXT),
+        ("y = torch.onnx.export(m, x, f)", FROM_TEXT),
     ],
 )
 def test_what_the_watch_cannot_see_is_refused_at_the_cost_of_the_files_parts(
@@ -269,6 +303,14 @@ def test_what_the_watch_cannot_see_is_refused_at_the_cost_of_the_files_parts(
         "import numpy as np\nimport torch.nn.init as init\ninit.xavier_uniform_(w)",
         "y = torch.load(f)\nz = torch.load(f, weights_only=True)",
         "act = getattr(F, name)(x)\nlayer = getattr(nn, name)()",
+        "y = torch.cat(*parts)\nz = torch.stack(**kw)",
+        "from torch.utils.data import DataLoader, TensorDataset",
+        "torch.backends.cudnn.benchmark = False",
+        # a private helper of the file's own class, called through a parameter
+        (
+            "class CharLM(nn.Module):\n    def _device(self):\n        return self.w.device\n"
+            "def generate(model, n):\n    return torch.zeros(n, device=model._device())"
+        ),
     ],
 )
 def test_own_code_correct_idioms_comments_and_strings_are_not(line):
@@ -339,6 +381,11 @@ def test_the_three_idioms_of_correct_solutions_are_allowed(filename, source):
         "def peek(self, name):\n    return getattr(self, name)\nr = peek(torch, '_refs')",
         "peek = lambda self: self._refs",
         "class A:\n    @staticmethod\n    def f(self):\n        return self._refs",
+        # a private method name of the file's own class that a library binds to more
+        "class A:\n    def _C(self):\n        pass\ndef f(m):\n    return m._C",
+        "class A:\n    def _parameters(self):\n        pass\ndef f(m):\n    return m._parameters",
+        # a private name the file's classes do not define as a method
+        "class A:\n    _device = None\ndef f(m):\n    return m._device()",
     ],
 )
 def test_what_the_idioms_do_not_cover_is_still_refused(line):
@@ -505,6 +552,11 @@ def test_the_rules_students_read_name_everything_the_reader_refuses(capsys):
         | {name for names in rules.LIMITED.values() for name in names}
     )
     assert [name for name in sorted(listed) if f"`{name}`" not in text] == []
+    # what it allows by name it does not also list as refused
+    (frames,) = [rule for rule in rules.student_rules() if rule.startswith("No frames")]
+    refused = frames.split("(", 1)[1].split(", and", 1)[0]
+    assert [name for name in rules.ROOTS if f"`{name}`" in refused] == []
+    assert "`import_module`" not in refused
     assert cli.main(["check", "--rules"]) == 0
     assert capsys.readouterr().out.strip() == "\n\n".join(
         f"- {rule}" for rule in rules.student_rules()
