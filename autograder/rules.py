@@ -411,27 +411,43 @@ def student_rules() -> list[str]:
 
 
 def by_part(violations) -> dict[int, list[str]]:
-    """Descriptions of the violations, grouped by the parts whose points they cost: one per
-    file and rule, naming its first use and where the others are (at most ``MORE_LINES`` of
-    them), so a file that breaks a rule thousands of times costs one line to describe."""
-    rules: dict[tuple[str, bool, str], list[Violation]] = {}
-    for v in violations:
-        rules.setdefault((v.file, v.whole, v.advice), []).append(v)
+    """Descriptions of the violations, grouped by the parts whose points they cost: each
+    construct described once per file, with the lines of its other uses, and at most
+    ``MORE_LINES`` constructs per file and rule, the rest counted; so a file that breaks a rule
+    thousands of times costs a few lines to describe."""
+    rules: dict[tuple[str, bool, str], dict[str, list[Violation]]] = {}
+    for v in sorted(violations, key=lambda v: (v.line, v.call)):
+        rule = rules.setdefault((v.file, v.whole, v.advice), {})
+        rule.setdefault(v.call, []).append(v)
     grouped: dict[int, list[str]] = {}
-    for uses in rules.values():
-        uses.sort(key=lambda v: (v.line, v.call))
-        text = uses[0].describe()
-        others = sorted({v.line for v in uses[1:] if v.line} - {uses[0].line})
-        if others:
-            shown = ", ".join(map(str, others[:MORE_LINES]))
-            more = len(others) - MORE_LINES
-            text += f" (also on lines {shown}{f' and {more} more' if more > 0 else ''})"
-        for part in uses[0].parts:
-            grouped.setdefault(part, []).append(text)
+    for constructs in rules.values():
+        texts = [_described(uses) for uses in list(constructs.values())[:MORE_LINES]]
+        rest = list(constructs.values())[MORE_LINES:]
+        if rest:
+            lines = sorted({v.line for uses in rest for v in uses})
+            texts[-1] += (
+                f"; and {len(rest)} more constructs breaking the same rule "
+                f"(lines {_lines(lines)})"
+            )
+        for part in next(iter(constructs.values()))[0].parts:
+            grouped.setdefault(part, []).extend(texts)
     return grouped
 
 
-#: Lines of further uses of a rule that a description lists.
+def _described(uses: list[Violation]) -> str:
+    """One construct's description, with the lines of its other uses."""
+    others = sorted({v.line for v in uses[1:] if v.line} - {uses[0].line})
+    text = uses[0].describe()
+    return f"{text} (also on lines {_lines(others)})" if others else text
+
+
+def _lines(lines: list[int]) -> str:
+    more = len(lines) - MORE_LINES
+    shown = ", ".join(map(str, lines[:MORE_LINES]))
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+#: Lines of further uses, and constructs per file and rule, that a description lists.
 MORE_LINES = 5
 
 

@@ -188,7 +188,9 @@ def _make_watch(record_to: list):
         # process started from library code, or code run outside any request.
         forbids = files.get(serving[0], every_family)
         if hit := forbids & found_in:
-            refuse(serving[0], 0, f"{label}, through a library function", hit)
+            refuse(
+                serving[0], 0, f"{label}, through a library function it handed on", hit
+            )
 
     def kernel(original, label: str, found_in: frozenset[int]):
         """Torch's kernel ``original``, run only where its family is allowed."""

@@ -6,7 +6,8 @@ reference's) and ``expected.json``: the parts that must score zero (``zero``), a
 patterns that the failed tests' feedback must contain (the call and its file:line). Every other
 part graded here keeps its points, except the tests whose code ran the refused call (part 5's
 blocks run attention.py's softmax): a forbidden call fails where it is made, so such a test
-fails with the refusal, and with nothing else. A correct solution that only looks dynamic
+fails with the refusal (``runs_it``: parts whose failure shows otherwise, the refusal being in
+a thread), and with nothing else. A correct solution that only looks dynamic
 (``__import__("warnings")``) keeps every point.
 """
 
@@ -29,7 +30,7 @@ NAMES = sorted(p.name for p in SCENARIOS.iterdir() if (p / "expected.json").is_f
 KEYWORD = "part1 or part2 or part4 or part5"
 GRADED_PARTS = (1, 2, 4, 5)
 #: How a refused forbidden call reads in a failed test's feedback (``autograder.tripwire``).
-REFUSED = "is forbidden here"
+REFUSED = re.compile("ForbiddenCall|is forbidden here")
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,15 @@ def test_exactly_the_right_part_is_gated(graded, name):
         if int(test["number"].split(".")[0]) not in expected["zero"]
         and test["score"] < test["max_score"]
     ]
-    assert [t["name"] for t in lost_elsewhere if REFUSED not in t["output"]] == []
+    # A refusal in a thread of the student's fails the test otherwise (its result is missing):
+    # ``runs_it`` names the parts whose code runs the refused call so.
+    runs_it = expected.get("runs_it", [])
+    unexplained = [
+        t["name"]
+        for t in lost_elsewhere
+        if not REFUSED.search(t["output"]) and int(t["number"][0]) not in runs_it
+    ]
+    assert unexplained == [], expected["why"]
     gated = [
         t["output"] for t in results["tests"] if int(t["number"][0]) in expected["zero"]
     ]

@@ -262,7 +262,9 @@ def test_a_refused_call_computes_nothing_even_when_caught_and_its_record_is_kept
         check=True,
     )
     message, kept = json.loads(done.stdout.splitlines()[-1])
-    assert message.startswith("ForbiddenCall: aten::softmax is forbidden here (attention.py:4")
+    assert message.startswith(
+        "ForbiddenCall: aten::softmax is forbidden here (attention.py:4"
+    )
     assert "softmax family" in message
     assert kept == [["attention.py", 4, "aten::softmax"]]
 
