@@ -206,7 +206,8 @@ OFF_LIMITS = (
         | {"cpp_extension", "jiterator", "serialization", "load_library", "pickle"}
         | {"get_type_hints", "ForwardRef", "Formatter", "make_dataclass", "marshal"}
         # registries that evaluate string annotations, exporters that trace through jit
-        | {"singledispatch", "singledispatchmethod", "evaluate_forward_ref", "onnx"},
+        | {"singledispatch", "singledispatchmethod", "evaluate_forward_ref", "onnx"}
+        | {"get_annotations", "benchmark", "timeit"},  # and timers that run a string
         FROM_TEXT,
     )
     | dict.fromkeys(
@@ -238,7 +239,14 @@ ANYWHERE = dict.fromkeys(
     INSIDE,
 )
 #: Library paths allowed despite a name in ``OFF_LIMITS``.
-ALLOWED_PATHS = frozenset({"re.compile", "importlib.import_module", "os._exit"})
+ALLOWED_PATHS = frozenset(
+    {
+        "re.compile",
+        "importlib.import_module",
+        "os._exit",
+        "torch.backends.cudnn.benchmark",
+    }
+)
 #: Builtins refused where they are not the student's own name: ``getattr``, ``vars`` and
 #: ``__import__`` only when handed on; called, they are judged by what they look up.
 BUILTINS_OFF = {
