@@ -5,6 +5,7 @@ the student's own code, correct idioms, comments and strings are not."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import time
 
@@ -430,6 +431,27 @@ def write_package(tmp_path, **modules: str):
 
 def test_the_reference_is_clean():
     assert scan_package(SOLUTIONS) == []
+
+
+def test_the_models_private_helper_called_through_a_parameter_keeps_charlm_clean(
+    tmp_path,
+):
+    """A correct charlm.py whose functions ask the model for its device with a private
+    helper of its own class (``model._device()``), as ``train`` and ``generate`` take it."""
+    package = tmp_path / "transformer_hw"
+    shutil.copytree(SOLUTIONS, package)
+    charlm = package / "charlm.py"
+    source = charlm.read_text()
+    assert source.count("next(model.parameters()).device") >= 2
+    source = source.replace("next(model.parameters()).device", "model._device()")
+    source = source.replace(
+        "    def make_caches(",
+        "    def _device(self) -> torch.device:\n"
+        "        return next(self.parameters()).device\n\n    def make_caches(",
+        1,
+    )
+    charlm.write_text(source)
+    assert scan_package(package) == []
 
 
 def test_nesting_too_deep_to_parse_costs_only_its_own_part(tmp_path):
