@@ -483,7 +483,7 @@ class _Reader:
             if isinstance(node, ast.ClassDef):
                 self._judge_class(node)
         elif isinstance(node, ast.Call):
-            self._judge_call(node)
+            self._judge_call(node, parent)
 
     def _judge_import(self, node: ast.AST, module: str, what: str) -> bool:
         """An import of ``module`` (and of each package on its path): allowed or refused."""
@@ -582,8 +582,9 @@ class _Reader:
             if keyword.arg == "metaclass" and not self._paths(keyword.value):
                 self._refuse(node, FROM_TEXT, f"class {node.name}(metaclass=...)")
 
-    def _judge_call(self, node: ast.Call) -> None:
+    def _judge_call(self, node: ast.Call, parent: ast.AST | None = None) -> None:
         func, args = node.func, node.args
+        called = isinstance(parent, ast.Call) and parent.func is node
         self._judge_forbidden(node, func)
         for keyword in node.keywords:
             if (
@@ -595,11 +596,11 @@ class _Reader:
         if self._hidden_arguments(node):
             self._refuse(node, DYNAMIC)
         elif self._builtin(func, "getattr") and len(args) >= 2:
-            self._judge_lookup(node, args[0], args[1])
+            self._judge_lookup(node, args[0], args[1], called)
         elif isinstance(func, ast.Attribute) and func.attr in LOOKUP_METHODS and args:
             # a bound method takes the name, an unbound one the object and the name
             base, key = (func.value, args[0]) if len(args) == 1 else args[:2]
-            self._judge_lookup(node, base, key)
+            self._judge_lookup(node, base, key, called)
         elif self._builtin(func, "setattr") and len(args) >= 2:
             if name is not None:
                 self._judge_name(node, name, "", "", self._own(args[0]))
@@ -651,12 +652,16 @@ class _Reader:
             or (_const(anchor) or "").split(".")[0] == PACKAGE
         )
 
-    def _judge_lookup(self, node: ast.Call, base: ast.AST, key: ast.AST) -> None:
+    def _judge_lookup(
+        self, node: ast.Call, base: ast.AST, key: ast.AST, called: bool
+    ) -> None:
         """``getattr(base, key)`` and its kin: a constant name judged as an attribute, a
-        computed one allowed on the student's own objects and on ``LOOKUPS``."""
+        computed one allowed on the student's own objects, and on ``LOOKUPS`` where what it
+        finds is called at once (a module found there, or its namespace, is never handed on:
+        the watch judges the function found when it runs)."""
         own, name = self._own(base), _const(key)
         if name is None:
-            if not (own or self._paths(base) & LOOKUPS):
+            if not (own or (called and self._paths(base) & LOOKUPS)):
                 self._refuse(node, DYNAMIC)
             return
         path = f"{self._path(base)}.{name}" if self._path(base) else ""

@@ -32,11 +32,12 @@ import importlib
 import os
 import sys
 import threading
+import types
 import warnings
 
 import torch
 
-from autograder.rules import FAMILY_NAMES, FAMILY_WORDS, MAX_RECORDS, RULES
+from autograder.rules import FAMILY_NAMES, FAMILY_WORDS, LOOKUPS, MAX_RECORDS, RULES
 
 #: (file, line, call) of each forbidden call refused, in order of first occurrence, at most
 #: ``MAX_RECORDS``: the worker sends the new ones back with every reply.
@@ -86,6 +87,29 @@ _WRITTEN_IN_PYTHON = (
         "torch.distributions.transforms.SoftmaxTransform",
     ),
 )
+
+
+#: What a computed name may not look up on a library namespace a student file may search
+#: (``rules.LOOKUPS``): the namespace's own lookup, its builtins and dictionary, and what
+#: would change its class back.
+_UNREACHABLE = frozenset(
+    {"__getattribute__", "__builtins__", "__dict__", "__setattr__", "__delattr__"}
+)
+
+
+class _Namespace(types.ModuleType):
+    """A library namespace that ``getattr(F, name)(x)`` may search (``rules.LOOKUPS``): a
+    computed name finds its functions and classes, never a way to look further."""
+
+    def __getattribute__(self, name: str):
+        if name in _UNREACHABLE:
+            raise AttributeError(f"{name} is not looked up on a library namespace")
+        return super().__getattribute__(name)
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "__class__":
+            raise AttributeError("a library namespace keeps its class")
+        super().__setattr__(name, value)
 
 
 def _families_of(name: str) -> frozenset[int]:
@@ -242,6 +266,8 @@ def _make_watch(record_to: list):
             found_in = _families_of(label.rsplit(".", 1)[-1])
             setattr(owner, last, function(getattr(owner, last), label, found_in))
         kept.extend(libraries.values())
+        for name in LOOKUPS:
+            importlib.import_module(name).__class__ = _Namespace
 
     def watch(package_dir: str) -> None:
         if files:

@@ -219,6 +219,13 @@ def test_a_forbidden_call_written_out_is_named(line):
         ("t = torch.utils.benchmark.Timer('torch.softmax(x, 0)')", FROM_TEXT),
         ("from torch.utils import cpp_extension", FROM_TEXT),
         ("from torch.utils import bottleneck", IMPORTS),
+        # a computed name on a library namespace: what it finds is called at once
+        ("f = getattr(F, name)", DYNAMIC),
+        ("b = getattr(F, name)['__import__']", DYNAMIC),
+        ("object.__setattr__(F, '__class__', c)", FRAMES),
+        ("F.__class__ = c", FRAMES),
+        ("t = F.torch\nm = t.__import__('torch.library')", FRAMES),
+        ("import importlib\nu = importlib.util", FRAMES),
         ("u = torch.utils\nt = u.benchmark.Timer('x')", FROM_TEXT),
         (
             "import typing_extensions\nh = typing_extensions.get_annotations(f, eval_str=True)",

@@ -292,3 +292,37 @@ def test_the_watch_is_set_once():
         check=True,
     )
     assert done.stdout.strip() == "refused"
+
+
+NAMESPACE_SCRIPT = """
+import math, torch
+import torch.nn.functional as F
+from autograder import tripwire
+tripwire.install()
+refused = []
+for name in ("__getattribute__", "__builtins__", "__dict__", "__setattr__"):
+    try:
+        getattr(F, name)
+    except AttributeError:
+        refused.append(name)
+try:
+    setattr(F, "__class__", type(torch))
+except AttributeError:
+    refused.append("__class__")
+print(refused, F.relu(torch.tensor([-1.0]))[0].item(), getattr(math, "sqrt")(4.0))
+"""
+
+
+def test_a_namespace_searched_by_computed_names_finds_only_its_functions():
+    """``getattr(F, name)(x)`` is allowed; F's own lookup, builtins and dictionary are not
+    there to find, and F keeps its class."""
+    done = subprocess.run(
+        [sys.executable, "-c", NAMESPACE_SCRIPT],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split("\n")[-2] == (
+        "['__getattribute__', '__builtins__', '__dict__', '__setattr__', '__class__'] 0.0 2.0"
+    )
