@@ -363,8 +363,9 @@ def student_rules() -> list[str]:
         ),
         (
             "Write names out. A `getattr` with a computed name is fine on `self`, your own "
-            f"objects and on {names(LOOKUPS)} (`getattr(F, self.activation)(x)`: the function "
-            "it finds is judged when it is called), nowhere else; `setattr` with a computed "
+            f"objects, and on {names(LOOKUPS)} where what it finds is called at once "
+            "(`getattr(F, self.activation)(x)`: the function it finds is judged when it is "
+            "called; not `act = getattr(F, name)`), nowhere else; `setattr` with a computed "
             "name only on `self`; `getattr`, `vars`, `__import__` and "
             "`importlib.import_module` are called, never handed on as values. Their "
             "arguments are written out too: a starred argument or `**` keywords to "
