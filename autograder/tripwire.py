@@ -89,11 +89,13 @@ _WRITTEN_IN_PYTHON = (
 )
 
 
-#: What a computed name may not look up on a library namespace a student file may search
-#: (``rules.LOOKUPS``): the namespace's own lookup, its builtins and dictionary, and what
-#: would change its class back.
-_UNREACHABLE = frozenset(
-    {"__getattribute__", "__builtins__", "__dict__", "__setattr__", "__delattr__"}
+#: The dunders a computed name may find on a library namespace a student file may search
+#: (``rules.LOOKUPS``): what Python's import machinery and ``isinstance`` read. The others
+#: (its own lookup, ``__getstate__`` and ``__dict__``, its builtins, ``__setattr__``) would
+#: look further than its functions and classes.
+_MODULE_FACTS = frozenset(
+    {"__name__", "__doc__", "__file__", "__spec__", "__loader__", "__package__"}
+    | {"__path__", "__all__", "__class__", "__cached__", "__version__"}
 )
 
 
@@ -102,7 +104,7 @@ class _Namespace(types.ModuleType):
     computed name finds its functions and classes, never a way to look further."""
 
     def __getattribute__(self, name: str):
-        if name in _UNREACHABLE:
+        if name[:2] == name[-2:] == "__" and name not in _MODULE_FACTS:
             raise AttributeError(f"{name} is not looked up on a library namespace")
         return super().__getattribute__(name)
 

@@ -29,8 +29,11 @@ NAMES = sorted(p.name for p in SCENARIOS.iterdir() if (p / "expected.json").is_f
 #: The parts the edits touch (attention.py, masks.py, rope.py, norm.py); a subset keeps this fast.
 KEYWORD = "part1 or part2 or part4 or part5"
 GRADED_PARTS = (1, 2, 4, 5)
-#: How a refused forbidden call reads in a failed test's feedback (``autograder.tripwire``).
-REFUSED = re.compile("ForbiddenCall|is forbidden here")
+#: How a refusal at run time reads in a failed test's feedback (``autograder.tripwire``): a
+#: forbidden call, or a computed name that looked past a library namespace's functions.
+REFUSED = re.compile(
+    "ForbiddenCall|is forbidden here|is not looked up on a library namespace"
+)
 
 
 @pytest.fixture(scope="module")

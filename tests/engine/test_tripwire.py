@@ -300,7 +300,7 @@ import torch.nn.functional as F
 from autograder import tripwire
 tripwire.install()
 refused = []
-for name in ("__getattribute__", "__builtins__", "__dict__", "__setattr__"):
+for name in ("__getattribute__", "__builtins__", "__dict__", "__setattr__", "__getstate__"):
     try:
         getattr(F, name)
     except AttributeError:
@@ -314,8 +314,8 @@ print(refused, F.relu(torch.tensor([-1.0]))[0].item(), getattr(math, "sqrt")(4.0
 
 
 def test_a_namespace_searched_by_computed_names_finds_only_its_functions():
-    """``getattr(F, name)(x)`` is allowed; F's own lookup, builtins and dictionary are not
-    there to find, and F keeps its class."""
+    """``getattr(F, name)(x)`` is allowed; F's own lookup, builtins, dictionary and state
+    are not there to find, and F keeps its class."""
     done = subprocess.run(
         [sys.executable, "-c", NAMESPACE_SCRIPT],
         cwd=REPO,
@@ -324,5 +324,6 @@ def test_a_namespace_searched_by_computed_names_finds_only_its_functions():
         check=True,
     )
     assert done.stdout.split("\n")[-2] == (
-        "['__getattribute__', '__builtins__', '__dict__', '__setattr__', '__class__'] 0.0 2.0"
+        "['__getattribute__', '__builtins__', '__dict__', '__setattr__', '__getstate__', "
+        "'__class__'] 0.0 2.0"
     )
