@@ -198,7 +198,7 @@ OFF_LIMITS = (
             "traceback",
         }
         | {"importlib", "import_module", "importorskip", "__dict__", "__self__"}
-        | {"__func__", "__wrapped__", "__getattribute__", "__import__", "__class__"}
+        | {"__func__", "__wrapped__", "__getattribute__", "__import__"}
         | {"__setattr__", "__delattr__", "util", "machinery"},
         FRAMES,
     )
