@@ -144,7 +144,7 @@ def _check_into(path: str, part: int, sender) -> None:
 
 def print_rules() -> int:
     """The rules beyond each file's forbidden list, from the lists the grader applies."""
-    from autograder.forbidden import student_rules
+    from autograder.rules import student_rules
 
     for rule in student_rules():
         print(f"- {rule}\n")

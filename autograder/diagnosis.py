@@ -76,8 +76,6 @@ class Journal:
         self.entries: list[Entry] = []
 
     def __call__(self, op, target, name, args, kwargs, outcome) -> None:
-        if op == "probe":
-            return
         example = _current_example()
         if self.entries and self.entries[-1].example is not example:
             self.entries = []

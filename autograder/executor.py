@@ -156,10 +156,6 @@ class Executor:
             torch.manual_seed(seed)
             random.seed(seed)
             return None
-        if op == "probe":  # the forbidden-call watch's self-check (autograder.tripwire)
-            from autograder import tripwire
-
-            return tripwire.probe(str(self.root / PACKAGE), *args)
         if op == "checked":
             return self._checked(target, name, args, kwargs)
         if op == "gradients":

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from types import CodeType
 
-from autograder import forbidden, safe_text
+from autograder import rules, safe_text
 from autograder.points import MODULES, PACKAGE
 from autograder.runner import UNUSABLE_FILE
 
-MAX_FILE = forbidden.MAX_MODULE  # bytes; the reference's largest module is a few KB
+MAX_FILE = rules.MAX_MODULE  # bytes; the reference's largest module is a few KB
 MAX_DEPTH = 3  # folders above the package when it is the only one in the upload
 EXPECTED = tuple(f"{m}.py" for m in MODULES)
 INIT = '"""Written by the autograder: imports nothing, so each module loads on its own."""\n'

@@ -12,7 +12,6 @@ collection fails otherwise, and also when a part's test points do not add up to 
 from __future__ import annotations
 
 import importlib.util
-import random
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,10 @@ from hypothesis.internal.conjecture import providers
 from hypothesis.internal.reflection import function_digest
 
 from autograder.executor import InProcessSubmission
-from autograder.forbidden import RULES, Violation, by_part, scan_package
-from autograder.points import GATED, PACKAGE, PARTS, check_uses, part_of_file
+from autograder.points import GATED, PACKAGE, PARTS, check_uses
 from autograder.protocol import StudentError
+from autograder.reader import scan_package
+from autograder.rules import by_part
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDED = pytest.StashKey[dict]()
@@ -238,50 +238,35 @@ class ForbiddenGate:
     """The one place forbidden calls cost points: a forbidden call gates every test of the part
     whose file made it (SPEC.md), and earns nothing on its own.
 
-    Calls found by the static scan fail a part's tests before they run; calls seen at run time
-    (isolated runs) fail them as soon as they are seen, and at the end of the session every test
-    of that part that had passed before is reported failed too. At the end the watch is also
-    probed (``autograder.tripwire.probe``): when its calls do not come back, the watch was
-    switched off and every part with a forbidden list is gated.
+    Calls found by the static scan fail a part's tests before they run. A call made at run time
+    (isolated runs) was refused where it was made (``autograder.tripwire``), so its test failed
+    already; its record gates the rest of the part as soon as it comes back, and at the end of
+    the session every test of that part that had passed before is reported failed too. A record
+    that never comes back gains nothing: the call computed nothing.
     """
 
     def __init__(self, hw):
         self.hw = hw
         self.static = scan_package(hw.root / PACKAGE)
-        # Every call seen at run time, kept even if the student's process forgets it.
-        self.runtime: dict[tuple[str, int, str], Violation] = {}
-        self.tampered: str | None = None
         self.passed: set[str] = set()  # graded tests that passed so far
-        self.probe_line = random.SystemRandom().randrange(10**6, 2 * 10**6)
-
-    def _refresh(self) -> None:
-        if not hasattr(self.hw, "runtime_violations"):
-            return  # in-process: no watch
-        from autograder.tripwire import probe_lines  # the grader's side only
-
-        probed = probe_lines(self.probe_line)
-        for v in self.hw.runtime_violations():
-            if v.line not in probed:
-                self.runtime.setdefault((v.file, v.line, v.call), v)
+        # Each part's reasons, described once for the records known when they were made.
+        self._described: tuple[int, dict[int, list[str]]] = (-1, {})
 
     def reasons(self, part: int) -> list[str]:
         """Why ``part`` is gated (empty when it is not)."""
-        self._refresh()
-        seen = {(v.file, v.line) for v in self.static}
-        runtime = [v for v in self.runtime.values() if (v.file, v.line) not in seen]
-        found = by_part([*self.static, *runtime]).get(part, [])
-        if self.tampered and part in GATED_PARTS:
-            found = [*found, self.tampered]
-        return found
+        runtime = getattr(self.hw, "runtime_violations", list)()
+        if self._described[0] != len(runtime):
+            seen = {(v.file, v.line) for v in self.static}
+            fresh = [v for v in runtime if (v.file, v.line) not in seen]
+            self._described = (len(runtime), by_part([*self.static, *fresh]))
+        return self._described[1].get(part, [])
 
     def check(self, part: int) -> None:
         if found := self.reasons(part):
             pytest.fail(GATED + "; ".join(found), pytrace=False)
 
     def close(self, session) -> None:
-        """Probe the watch, then fail the tests that passed in a part gated since."""
-        if hasattr(self.hw, "runtime_violations"):
-            self._probe()
+        """Fail the tests that passed in a part gated since."""
         for item in session.items:
             marks = item.stash.get(MARKS, None)
             if (
@@ -295,27 +280,6 @@ class ForbiddenGate:
                 )
                 report = item.ihook.pytest_runtest_makereport(item=item, call=call)
                 item.ihook.pytest_runtest_logreport(report=report)
-
-    def _probe(self) -> None:
-        from autograder import tripwire  # the grader's side only (not in a handout)
-        from autograder.sandbox import BROKE_PROTOCOL
-
-        try:
-            self.hw.request("probe", None, None, self.probe_line)
-        except StudentError as exc:
-            broke = BROKE_PROTOCOL in exc.message  # a forged answer, not an exit
-            if exc.is_a(TimeoutError) or (exc.type_name == "ProcessExit" and not broke):
-                return  # out of time, or a module that ends the process: no verdict
-            missing = [f"the probe raised {exc.type_name}"]
-        else:
-            seen = [(v.file, v.line, v.call) for v in self.hw.runtime_violations()]
-            missing = tripwire.probe_failures(self.probe_line, seen)
-        if missing:
-            self.tampered = (
-                "the grader's watch for forbidden calls was switched off or rerouted in your "
-                f"code's process ({'; '.join(missing)}), so no part with forbidden calls can "
-                "be verified"
-            )
 
 
 GATE = pytest.StashKey[ForbiddenGate]()
@@ -355,10 +319,6 @@ def pytest_runtest_call(item):
         if better is exc:
             raise
         raise better from exc
-
-
-#: Parts whose files have a forbidden list: the parts a switched-off watch costs.
-GATED_PARTS = frozenset(part_of_file(f) for f in RULES)
 
 
 @pytest.hookimpl(wrapper=True)

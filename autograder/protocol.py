@@ -17,7 +17,6 @@ request         meaning                                            example
 ``load_state``  load named parameters (all must exist)             ``h.load_state(sd)``
 ``state_dict``  read the parameters back                           ``h.state_dict()``
 ``seed``        seed the student process's RNGs                    ``hw.seed(0)``
-``probe``       the forbidden-call watch's self-check (isolated)   see ``autograder/plugin.py``
 ``checked``     a call or method with non-contiguous tensor        ``hw.checked_call(name, x)``
                 arguments; also names the arguments it modified
 ``forwards``    a call that records a module's forward passes      ``hw.forwards_during(m, name)``

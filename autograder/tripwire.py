@@ -1,4 +1,4 @@
-"""Forbidden calls caught at run time, inside the sandboxed worker.
+"""Forbidden calls refused at run time, inside the sandboxed worker.
 
 The watch sits in torch's operator dispatcher: every operator of a forbidden family
 (``aten::_softmax``, ``aten::native_layer_norm``, ``aten::scaled_dot_product_attention``...)
@@ -6,57 +6,41 @@ gets a kernel of ours in front of torch's own (``torch.library``), for each devi
 kernels for and for the operators torch composes from others. Every Python route ends in the
 dispatcher: an alias, a computed ``getattr``, ``operator.methodcaller``, a method read off
 ``torch._C.TensorBase``, ``torch.ops.aten._softmax``, TorchScript, ``vmap``, a library class or
-distribution calling one inside, another thread, ``torch.inference_mode``. Every other operator
-runs as it did, at no cost: only the forbidden ones pass through Python. The few functions of
-the families that torch writes in Python from other operators
+distribution calling one inside, another thread, a forked process, ``torch.inference_mode``.
+Every other operator runs as it did, at no cost: only the forbidden ones pass through Python.
+The few functions of the families that torch writes in Python from other operators
 (``torch.nn.functional.local_response_norm``) are wrapped where they are looked up.
 
-A call is charged by walking outward from it to the nearest student frame whose file forbids
-that family: library frames and student files that allow it pass through, so
-``Categorical(logits=x)`` in attention.py costs part 1, and a masks.py helper called from
-heads.py costs part 3. Operators that a watched operator runs inside (``aten::softmax`` running
-``aten::_softmax``) are that operator's business unless they belong to another family. A call
-with no frame of a forbidding file on the way (a library callable the student's code handed on,
-which ``Module.__call__`` runs) is charged to the file whose request the worker is serving
-(``serving``, told by the executor).
+A call is judged by walking outward from it to the nearest student frame whose file forbids
+that family: library frames and files without a list (masks.py, rope.py) pass through, so
+``Categorical(logits=x)`` in attention.py is refused, and so is a masks.py helper called from
+heads.py. A call with no file of a list on the way (a library callable the student's code
+handed on, which ``Module.__call__`` runs) is judged by the file whose request the worker is
+serving (``serving``, told by the executor), and with none served every family is refused.
 
-Each record leaves the worker as it is made (``watch``'s ``report``: a message on the worker's
-socket) and again with every reply; a record emptied from the worker's memory later was
-already sent. The grader also probes the watch (``probe``): forbidden calls made as if from
-student files, in the worker's thread and in a new one, which must come back as violations.
-What could take a kernel of ours out (``torch.library``, ``torch._C``, frames and closures) is
-what the reader keeps out of student files.
+A refused call raises ``ForbiddenCall`` where it is made, naming the rule, file and line, and
+computes nothing: the test fails as on any error, whatever happens to the record of it
+afterwards. The record (``found``) only feeds the part's gate and its message; a lost one gains
+nothing. What the watch refuses is fixed by ``watch``, once, before any student import; what
+could take a kernel of ours out (``torch.library``, ``torch._C``, frames and closures) is what
+the reader keeps out of student files.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
 import os
 import sys
 import threading
+import types
 import warnings
 
 import torch
 
-from autograder.forbidden import FAMILY_WORDS, RULES
-from autograder.points import MODULES, PACKAGE
+from autograder.rules import FAMILY_NAMES, FAMILY_WORDS, LOOKUPS, MAX_RECORDS, RULES
 
-#: What the probe calls, one per line from the probe's first line: (file, code). The last runs
-#: in a thread of its own, which the watch must see too.
-PROBE_CALLS = (
-    ("attention.py", "torch.softmax(t, 0)"),
-    ("attention.py", "t.log_softmax(0)"),
-    ("norm.py", "torch.nn.functional.layer_norm(t, (1,))"),
-    ("norm.py", "torch.nn.LayerNorm(1)(t)"),
-    (
-        "gqa.py",
-        "threading.Thread(target=lambda: torch.special.logsumexp(t, 0)).start()",
-    ),
-)
-
-#: (file, line, call) of each forbidden call seen, in order of first occurrence; the worker
-#: sends it back with every reply.
+#: (file, line, call) of each forbidden call refused, in order of first occurrence, at most
+#: ``MAX_RECORDS``: the worker sends the new ones back with every reply.
 found: list[tuple[str, int, str]] = []
 
 _FAMILIES = tuple(FAMILY_WORDS)
@@ -103,6 +87,31 @@ _WRITTEN_IN_PYTHON = (
         "torch.distributions.transforms.SoftmaxTransform",
     ),
 )
+
+
+#: The dunders a computed name may find on a library namespace a student file may search
+#: (``rules.LOOKUPS``): what Python's import machinery and ``isinstance`` read. The others
+#: (its own lookup, ``__getstate__`` and ``__dict__``, its builtins, ``__setattr__``) would
+#: look further than its functions and classes.
+_MODULE_FACTS = frozenset(
+    {"__name__", "__doc__", "__file__", "__spec__", "__loader__", "__package__"}
+    | {"__path__", "__all__", "__class__", "__cached__", "__version__"}
+)
+
+
+class _Namespace(types.ModuleType):
+    """A library namespace that ``getattr(F, name)(x)`` may search (``rules.LOOKUPS``): a
+    computed name finds its functions and classes, never a way to look further."""
+
+    def __getattribute__(self, name: str):
+        if name[:2] == name[-2:] == "__" and name not in _MODULE_FACTS:
+            raise AttributeError(f"{name} is not looked up on a library namespace")
+        return super().__getattribute__(name)
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "__class__":
+            raise AttributeError("a library namespace keeps its class")
+        super().__setattr__(name, value)
 
 
 def _families_of(name: str) -> frozenset[int]:
@@ -152,58 +161,71 @@ class _Inside(threading.local):
     families: frozenset[int] = frozenset()
 
 
+class ForbiddenCall(RuntimeError):
+    """A forbidden library call, refused where it is made: it computes nothing."""
+
+
 def _make_watch(record_to: list):
     """The watch: its state lives in these closures and torch's dispatcher, nowhere else."""
     files: dict[str, frozenset[int]] = {}  # absolute student path -> families forbidden
     seen: set[tuple[str, int, str]] = set()
-    reporter: list = [None]
     serving: list = [None]  # the student file whose request the worker is serving
-    #: What a file without a list of its own (masks.py, rope.py) may not run for a request of
-    #: its own (it passes calls made from it on to its callers).
     every_family = frozenset(range(len(_FAMILIES)))
     inside = _Inside()
     kept: list = []  # the libraries holding our kernels: torch drops a kernel with its library
     getframe, basename = sys._getframe, os.path.basename
 
-    def record(key: tuple[str, int, str]) -> None:
-        if key not in seen:
-            seen.add(key)
-            record_to.append(key)
-            if reporter[0] is not None:
-                reporter[0](key)
+    def refuse(file: str | None, line: int, label: str, families) -> None:
+        """Keep the record (for the part's gate and its message) and raise."""
+        if file is not None:
+            key = (basename(file), line, label)
+            if key not in seen and len(seen) < MAX_RECORDS:
+                seen.add(key)
+                record_to.append(key)
+        where = f"{basename(file)}:{line}" if file and line else basename(file or "")
+        rule = " and ".join(sorted(FAMILY_NAMES[_FAMILIES[i]] for i in families))
+        raise ForbiddenCall(
+            f"{label} is forbidden here ({where or 'code of yours'}: the {rule} family, "
+            "SPEC.md); the call was refused and computed nothing: write it from tensor "
+            "operations"
+        )
 
-    def charge(label: str, found_in: frozenset[int]) -> None:
+    def judge(label: str, found_in: frozenset[int]) -> None:
+        """Refuse the call when the nearest student file that forbids its family made it,
+        or, with none on the way and no file of a list that allows it, the file whose
+        request is being served forbids it (none served: every family is refused)."""
         try:
             frame = getframe(2)
         except ValueError:  # a thread of torch's own, with no Python frames
             frame = None
+        allowed_on_the_way = False
         while frame is not None:
             code = frame.f_code
             forbids = files.get(code.co_filename)
-            if forbids is not None and not forbids.isdisjoint(found_in):
-                record((basename(code.co_filename), frame.f_lineno or 0, label))
-                return
+            if forbids is not None:
+                hit = forbids & found_in
+                if hit:
+                    refuse(code.co_filename, frame.f_lineno or 0, label, hit)
+                allowed_on_the_way = True
             frame = frame.f_back
-        # No file that forbids it made the call: a library callable the request's own file
-        # handed on (a property that returns functools.partial(F.layer_norm, ...)) ran it.
-        forbids = files.get(serving[0], every_family if serving[0] else None)
-        if forbids is not None and not forbids.isdisjoint(found_in):
-            record(
-                (
-                    basename(serving[0]),
-                    0,
-                    f"{label}, through a library function it handed on",
-                )
+        if allowed_on_the_way:
+            return
+        # No file of a list made the call: a library callable handed on, a thread or a
+        # process started from library code, or code run outside any request.
+        forbids = files.get(serving[0], every_family)
+        if hit := forbids & found_in:
+            refuse(
+                serving[0], 0, f"{label}, through a library function it handed on", hit
             )
 
     def kernel(original, label: str, found_in: frozenset[int]):
-        """Torch's kernel ``original`` with the charge in front."""
+        """Torch's kernel ``original``, run only where its family is allowed."""
 
         def watched(keyset, *args, **kwargs):
             outer = inside.families
             if not files or found_in <= outer:
                 return original.call_boxed(keyset, *args, **kwargs)
-            charge(label, found_in)
+            judge(label, found_in)
             inside.families = outer | found_in
             try:
                 return original.call_boxed(keyset, *args, **kwargs)
@@ -213,11 +235,11 @@ def _make_watch(record_to: list):
         return watched
 
     def function(original, label: str, found_in: frozenset[int]):
-        """A function written in Python, with the charge in front."""
+        """A function written in Python, run only where its family is allowed."""
 
         def watched(*args, **kwargs):
             if files:
-                charge(label, found_in)
+                judge(label, found_in)
             return original(*args, **kwargs)
 
         return watched
@@ -246,8 +268,10 @@ def _make_watch(record_to: list):
             found_in = _families_of(label.rsplit(".", 1)[-1])
             setattr(owner, last, function(getattr(owner, last), label, found_in))
         kept.extend(libraries.values())
+        for name in LOOKUPS:
+            importlib.import_module(name).__class__ = _Namespace
 
-    def watch(package_dir: str, report=None) -> None:
+    def watch(package_dir: str) -> None:
         if files:
             raise RuntimeError("the watch is set once per process")
         install()
@@ -255,7 +279,6 @@ def _make_watch(record_to: list):
             files[os.path.join(package_dir, filename)] = frozenset(
                 i for i, family in enumerate(_FAMILIES) if family <= names
             )
-        reporter[0] = report
 
     def serve(path: str | None) -> None:
         serving[0] = path
@@ -268,55 +291,18 @@ _install, _watch, _serve = _make_watch(found)
 
 def install() -> None:
     """Put the watch's kernels in front of torch's (in the worker template, before any
-    student import): they charge nothing until ``watch``."""
+    student import): they refuse nothing until ``watch``."""
     _install()
 
 
-def watch(package_dir: str, report=None) -> None:
-    """Start charging calls to the student files under ``package_dir``, in every thread;
-    ``report(record)`` sends each new record at once."""
-    _watch(package_dir, report)
+def watch(package_dir: str) -> None:
+    """From now on, in every thread and every process forked from this one, refuse the
+    families each student file under ``package_dir`` forbids (set once, before any student
+    import)."""
+    _watch(package_dir)
 
 
 def serving(path: str | None) -> None:
     """The worker serves a request that runs the code of student file ``path`` (``None``:
     none): a forbidden call made with no student frame on the way is that file's."""
     _serve(path)
-
-
-def probe(package_dir: str, line: int) -> None:
-    """Make ``PROBE_CALLS`` as if from line ``line`` on of the watched student files.
-
-    The student modules are imported first, so whatever they do on import has happened. Each
-    call must come back among the violations; the grader checks that they do.
-    """
-    for module in MODULES:
-        try:
-            importlib.import_module(f"{PACKAGE}.{module}")
-        except BaseException:  # noqa: BLE001, S110 - a broken module is graded elsewhere
-            pass
-    t = torch.zeros(1)
-    for offset, (filename, code) in enumerate(PROBE_CALLS):
-        tree = ast.parse(code)
-        ast.increment_lineno(tree, line + offset - 1)
-        compiled = compile(tree, os.path.join(package_dir, filename), "exec")
-        namespace = {"torch": torch, "t": t, "threading": threading}
-        exec(compiled, namespace)  # noqa: S102 - PROBE_CALLS
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join(timeout=10)
-
-
-def probe_lines(line: int) -> range:
-    """The lines the probe's calls are made from."""
-    return range(line, line + len(PROBE_CALLS))
-
-
-def probe_failures(line: int, seen) -> list[str]:
-    """The probe's calls missing from ``seen`` (violations as ``(file, line, call)``)."""
-    got = {(f, n) for f, n, _ in seen}
-    return [
-        f"{code} from {file} went unrecorded"
-        for offset, (file, code) in enumerate(PROBE_CALLS)
-        if (file, line + offset) not in got
-    ]

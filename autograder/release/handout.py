@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 import autograder.nbgrader.notebook as notebook_source
-from autograder import forbidden
+from autograder import rules
 from autograder.points import PACKAGE, PARTS, TOTAL_POINTS
 from autograder.release.leaks import (
     ORACLES,
@@ -37,7 +37,8 @@ HANDOUT_FILES = (
     "autograder/check.py",
     "autograder/runner.py",
     "autograder/executor.py",
-    "autograder/forbidden.py",
+    "autograder/reader.py",
+    "autograder/rules.py",
     "autograder/plugin.py",
     "autograder/points.py",
     "autograder/protocol.py",
@@ -185,7 +186,7 @@ def student_readme(public_tests: set[str], shipped_tests: Path) -> str:
         )
     public_total = sum(public.values())
     groups: dict[frozenset[str], list[str]] = {}
-    for name, calls in forbidden.RULES.items():
+    for name, calls in rules.RULES.items():
         groups.setdefault(calls, []).append(f"`{name}`")
     forbidden_lines = [
         f"- {', '.join(files)}: "
@@ -220,7 +221,7 @@ def student_readme(public_tests: set[str], shipped_tests: Path) -> str:
         public_total=public_total,
         hidden_total=TOTAL_POINTS - public_total,
         forbidden="\n".join(forbidden_lines),
-        rules="\n".join(f"- {rule}" for rule in forbidden.student_rules()),
+        rules="\n".join(f"- {rule}" for rule in rules.student_rules()),
         notebook=f"The notebook `{NOTEBOOK}` walks through the parts in order; its check "
         "cells run `autograder check --part N`.",
         **EXAMPLE_TESTS,

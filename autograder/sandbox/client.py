@@ -38,7 +38,6 @@ from pathlib import Path
 import torch
 
 from autograder import intake
-from autograder.forbidden import Violation
 from autograder.points import MODULES, PACKAGE
 from autograder.protocol import (
     ErrorInfo,
@@ -47,6 +46,7 @@ from autograder.protocol import (
     StudentError,
     Submission,
 )
+from autograder.rules import MAX_RECORDS, Violation
 from autograder.runner import SandboxUnavailable
 from autograder.sandbox import (
     bubblewrap,
@@ -149,7 +149,7 @@ class IsolatedSubmission(Submission):
         self._hangs: Counter[tuple[str, str]] = Counter()  # (file, function) -> hangs
         # A line inside each function that hung, to find it by when it is disarmed.
         self._hung_at: dict[tuple[str, str], int] = {}
-        self._violations: list[tuple[str, int, str]] = []
+        self._violations: dict[tuple[str, int, str], None] = {}  # an ordered set
         self._closed = False
         self._stacks_written = False  # by the last request (``_dumped_by``)
         self._serving = ""  # the label of the request under way
@@ -172,17 +172,17 @@ class IsolatedSubmission(Submission):
 
     # Runtime forbidden calls -----------------------------------------------------------------
     def runtime_violations(self) -> list[Violation]:
-        """Forbidden calls the worker saw being made from student files."""
+        """Forbidden calls the worker refused, as made from student files."""
         return [
             Violation(f, line, f"{call} (called at run time)")
             for f, line, call in self._violations
         ]
 
     def _record(self, records) -> None:
-        """Keep every record: each worker reports all it saw, a fresh one starts from none."""
-        self._violations += [
-            record for record in map(tuple, records) if record not in self._violations
-        ]
+        """Keep the records (each worker sends its new ones), at most ``MAX_RECORDS``."""
+        for record in map(tuple, records):
+            if len(self._violations) < MAX_RECORDS:
+                self._violations.setdefault(record)
 
     # The protocol ------------------------------------------------------------------------------
     def _send(self, op, target, name, args, kwargs):
@@ -557,9 +557,6 @@ class IsolatedSubmission(Submission):
                 if hello:
                     return reply
                 self._reply_bytes += size
-                if _valid_notice(reply):  # a forbidden call, sent as it was made
-                    self._record([reply["seen"]])
-                    continue
                 if not _valid_reply(reply, seq):
                     raise wire.WireError("reply out of sequence")
                 self._record(reply["v"])
@@ -780,18 +777,10 @@ def _valid_reply(reply, seq: int) -> bool:
         type(reply) is dict
         and reply.get("seq") == seq
         and type(reply.get("v")) is list
+        and len(reply["v"]) <= MAX_RECORDS
         and all(_valid_record(v) for v in reply["v"])
         and (("ok" in reply) != ("error" in reply))
         and ("error" not in reply or type(reply["error"]) is ErrorInfo)
-    )
-
-
-def _valid_notice(message) -> bool:
-    """A forbidden-call record sent the moment the call was made: ``{"seen": record}``."""
-    return (
-        type(message) is dict
-        and list(message) == ["seen"]
-        and _valid_record(message["seen"])
     )
 
 

@@ -311,7 +311,7 @@ def _worker_main(
         from autograder import tripwire
         from autograder.executor import Executor
 
-        tripwire.watch(str(root / PACKAGE), report=_reporter(sock))
+        tripwire.watch(str(root / PACKAGE))
         executor = Executor(root, arguments_are_copies=True, serving=tripwire.serving)
         # A request still running at hangs.DUMP_AT of its limit gets a SIGALRM, on which
         # faulthandler (in C, needing no GIL) writes the stacks the grading side reads
@@ -326,19 +326,6 @@ def _worker_main(
         os._exit(UNCONFINED)
     hangs.disarm(config["disarmed"], root / PACKAGE, limits.call_timeout)
     _serve(sock, executor, device, tripwire.found, seconds, config["poll"])
-
-
-def _reporter(sock: socket.socket):
-    """Send each forbidden-call record the moment it is made; a worker whose socket can no
-    longer take one (closed or replaced by its code) ends, so no record is ever lost."""
-
-    def report(record) -> None:
-        try:
-            wire.send(sock, {"seen": list(record)})
-        except BaseException:  # noqa: BLE001 - whatever broke it, the record must not be lost
-            os._exit(BROKEN)
-
-    return report
 
 
 def _needed_folders() -> list[str]:
@@ -389,6 +376,7 @@ def _write_read_only(path: Path, data: bytes) -> None:
 
 
 def _serve(sock, executor, device, found: list, seconds: float, poll: float) -> None:
+    sent = 0  # the records already sent: each reply carries the new ones
     while True:
         try:
             if poll:
@@ -408,7 +396,8 @@ def _serve(sock, executor, device, found: list, seconds: float, poll: float) -> 
             os._exit(HUNG_UP)
         except BaseException:  # noqa: BLE001 - a broken request ends the worker
             os._exit(BROKEN)
-        reply = {"seq": seq, "v": [list(v) for v in found]}
+        reply = {"seq": seq, "v": [list(v) for v in found[sent:]]}
+        sent = len(found)
         if outcome[0] == "ok":
             reply["ok"] = outcome[1]
         else:

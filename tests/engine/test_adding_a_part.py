@@ -217,7 +217,7 @@ ALICE_DIR = "examples/submissions/alice_alternative_style"
 EDITS = {
     "solutions/transformer_hw/<module>.py": new_file(REFERENCE.format(n=N)),
     "autograder/points.py": add_part,
-    "autograder/forbidden.py": add_rule,
+    "autograder/rules.py": add_rule,
     "tests/graded/oracles.py": add_oracle,
     "tests/graded/test_part<N>_<topic>.py": new_file(TESTS.format(n=N, module=MODULE)),
     "docs/SPEC.md": add_spec_section,

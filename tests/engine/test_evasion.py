@@ -2,9 +2,12 @@
 
 Each folder under ``evasion/`` is one submission: the reference with an edit (each
 ``<module>.append`` is added to the end of that module, so its definitions replace the
-reference's) and ``expected.json``: the parts that must score zero (``zero``), every other part
-graded here keeps full marks, and ``messages``, patterns that the failed tests' feedback must
-contain (the call and its file:line). A correct solution that only looks dynamic
+reference's) and ``expected.json``: the parts that must score zero (``zero``), and ``messages``,
+patterns that the failed tests' feedback must contain (the call and its file:line). Every other
+part graded here keeps its points, except the tests whose code ran the refused call (part 5's
+blocks run attention.py's softmax): a forbidden call fails where it is made, so such a test
+fails with the refusal (``runs_it``: parts whose failure shows otherwise, the refusal being in
+a thread), and with nothing else. A correct solution that only looks dynamic
 (``__import__("warnings")``) keeps every point.
 """
 
@@ -26,6 +29,11 @@ NAMES = sorted(p.name for p in SCENARIOS.iterdir() if (p / "expected.json").is_f
 #: The parts the edits touch (attention.py, masks.py, rope.py, norm.py); a subset keeps this fast.
 KEYWORD = "part1 or part2 or part4 or part5"
 GRADED_PARTS = (1, 2, 4, 5)
+#: How a refusal at run time reads in a failed test's feedback (``autograder.tripwire``): a
+#: forbidden call, or a computed name that looked past a library namespace's functions.
+REFUSED = re.compile(
+    "ForbiddenCall|is forbidden here|is not looked up on a library namespace"
+)
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +66,22 @@ def test_exactly_the_right_part_is_gated(graded, name):
     results = json.loads((graded / name / "results.json").read_text())
     scores = part_scores(results)
     assert all(most for _, most in scores.values()), scores  # every part was graded
-    got = {k: score for k, (score, _) in scores.items()}
-    want = {k: 0 if k in expected["zero"] else most for k, (_, most) in scores.items()}
-    assert got == want, expected["why"]
+    assert all(scores[k][0] == 0 for k in expected["zero"]), (scores, expected["why"])
+    lost_elsewhere = [
+        test
+        for test in results["tests"]
+        if int(test["number"].split(".")[0]) not in expected["zero"]
+        and test["score"] < test["max_score"]
+    ]
+    # A refusal in a thread of the student's fails the test otherwise (its result is missing):
+    # ``runs_it`` names the parts whose code runs the refused call so.
+    runs_it = expected.get("runs_it", [])
+    unexplained = [
+        t["name"]
+        for t in lost_elsewhere
+        if not REFUSED.search(t["output"]) and int(t["number"][0]) not in runs_it
+    ]
+    assert unexplained == [], expected["why"]
     gated = [
         t["output"] for t in results["tests"] if int(t["number"][0]) in expected["zero"]
     ]

@@ -1,17 +1,21 @@
-"""The reader of the rules (``autograder.forbidden``): what a student file may import and reach
+"""The reader of the rules (``autograder.reader``, ``autograder.rules``): what a student file may import and reach
 is an allow-list, what could switch the run-time watch off or hide from it is refused with the
 construct, its file:line and what to write instead, and a forbidden call written out is named;
 the student's own code, correct idioms, comments and strings are not."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import time
 
 import pytest
 
-from autograder import forbidden
-from autograder.forbidden import (
+from autograder import reader, rules
+from autograder.points import PARTS
+from autograder.reader import scan_package, scan_source
+from autograder.release import SOLUTIONS
+from autograder.rules import (
     DYNAMIC,
     FRAMES,
     FROM_TEXT,
@@ -19,16 +23,12 @@ from autograder.forbidden import (
     INSIDE,
     PRIVATE,
     THREADS,
-    scan_package,
-    scan_source,
 )
-from autograder.points import PARTS
-from autograder.release import SOLUTIONS
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
 
 
-def refusals(filename: str, line: str) -> list[forbidden.Violation]:
+def refusals(filename: str, line: str) -> list[rules.Violation]:
     return [v for v in scan_source(filename, HEADER + line + "\n") if v.advice]
 
 
@@ -188,6 +188,51 @@ def test_a_forbidden_call_written_out_is_named(line):
         ("import faulthandler", THREADS),
         ("t = __import__('threading')", THREADS),
         ("f = torch.futures.Future()", THREADS),
+        ("import torch.distributed as dist", THREADS),
+        # arguments starred or computed hide what a lookup or an import reaches
+        ("f = getattr(*(torch, '_C'))", DYNAMIC),
+        ("f = getattr(torch, *names)", DYNAMIC),
+        ("f = getattr(**where)", DYNAMIC),
+        ("import importlib\nm = importlib.import_module(*names)", DYNAMIC),
+        ("t = __import__(*names)", DYNAMIC),
+        ("import operator\nf = operator.attrgetter(*names)(torch)", DYNAMIC),
+        ("import operator\nf = operator.methodcaller(*names)(x)", DYNAMIC),
+        (
+            "class A:\n    def f(self, *key):\n        return getattr(self, *key)",
+            DYNAMIC,
+        ),
+        # a library entry point that turns a string into an import or code
+        ("from importlib import import_module\nloaders = [import_module]", DYNAMIC),
+        (
+            (
+                "import importlib\nclass R:\n    def __reduce__(self):\n"
+                "        return (importlib.import_module, ('torch.library',))"
+            ),
+            DYNAMIC,
+        ),
+        ("import pytest\npytest.MonkeyPatch().setattr('a.b', None)", IMPORTS),
+        ("import socket", IMPORTS),
+        ("import pkgutil", IMPORTS),
+        ("import timeit", FROM_TEXT),
+        ("import torch.utils.benchmark", FROM_TEXT),
+        ("from torch.utils.benchmark import Timer", FROM_TEXT),
+        ("t = torch.utils.benchmark.Timer('torch.softmax(x, 0)')", FROM_TEXT),
+        ("from torch.utils import cpp_extension", FROM_TEXT),
+        ("from torch.utils import bottleneck", IMPORTS),
+        # a computed name on a library namespace: what it finds is called at once
+        ("f = getattr(F, name)", DYNAMIC),
+        ("b = getattr(F, name)['__import__']", DYNAMIC),
+        ("object.__setattr__(F, '__class__', c)", FRAMES),
+        ("t = F.torch\nm = t.__import__('torch.library')", FRAMES),
+        ("import importlib\nu = importlib.util", FRAMES),
+        ("u = torch.utils\nt = u.benchmark.Timer('x')", FROM_TEXT),
+        (
+            "import typing_extensions\nh = typing_extensions.get_annotations(f, eval_str=True)",
+            FROM_TEXT,
+        ),
+        ("import functools\n@functools.singledispatch\ndef f(x):\n    pass", FROM_TEXT),
+        ("from functools import singledispatchmethod", FROM_TEXT),
+        ("y = torch.onnx.export(m, x, f)", FROM_TEXT),
     ],
 )
 def test_what_the_watch_cannot_see_is_refused_at_the_cost_of_the_files_parts(
@@ -270,6 +315,15 @@ def test_what_the_watch_cannot_see_is_refused_at_the_cost_of_the_files_parts(
         "import numpy as np\nimport torch.nn.init as init\ninit.xavier_uniform_(w)",
         "y = torch.load(f)\nz = torch.load(f, weights_only=True)",
         "act = getattr(F, name)(x)\nlayer = getattr(nn, name)()",
+        "y = torch.cat(*parts)\nz = torch.stack(**kw)",
+        "from torch.utils.data import DataLoader, TensorDataset",
+        "torch.backends.cudnn.benchmark = False",
+        "def f(x):\n    raise TypeError(f'not a {x.__class__.__name__}')",
+        # a private helper of the file's own class, called through a parameter
+        (
+            "class CharLM(nn.Module):\n    def _device(self):\n        return self.w.device\n"
+            "def generate(model, n):\n    return torch.zeros(n, device=model._device())"
+        ),
     ],
 )
 def test_own_code_correct_idioms_comments_and_strings_are_not(line):
@@ -340,6 +394,11 @@ def test_the_three_idioms_of_correct_solutions_are_allowed(filename, source):
         "def peek(self, name):\n    return getattr(self, name)\nr = peek(torch, '_refs')",
         "peek = lambda self: self._refs",
         "class A:\n    @staticmethod\n    def f(self):\n        return self._refs",
+        # a private method name of the file's own class that a library binds to more
+        "class A:\n    def _C(self):\n        pass\ndef f(m):\n    return m._C",
+        "class A:\n    def _parameters(self):\n        pass\ndef f(m):\n    return m._parameters",
+        # a private name the file's classes do not define as a method
+        "class A:\n    _device = None\ndef f(m):\n    return m._device()",
     ],
 )
 def test_what_the_idioms_do_not_cover_is_still_refused(line):
@@ -379,6 +438,27 @@ def write_package(tmp_path, **modules: str):
 
 def test_the_reference_is_clean():
     assert scan_package(SOLUTIONS) == []
+
+
+def test_the_models_private_helper_called_through_a_parameter_keeps_charlm_clean(
+    tmp_path,
+):
+    """A correct charlm.py whose functions ask the model for its device with a private
+    helper of its own class (``model._device()``), as ``train`` and ``generate`` take it."""
+    package = tmp_path / "transformer_hw"
+    shutil.copytree(SOLUTIONS, package)
+    charlm = package / "charlm.py"
+    source = charlm.read_text()
+    assert source.count("next(model.parameters()).device") >= 2
+    source = source.replace("next(model.parameters()).device", "model._device()")
+    source = source.replace(
+        "    def make_caches(",
+        "    def _device(self) -> torch.device:\n"
+        "        return next(self.parameters()).device\n\n    def make_caches(",
+        1,
+    )
+    charlm.write_text(source)
+    assert scan_package(package) == []
 
 
 def test_nesting_too_deep_to_parse_costs_only_its_own_part(tmp_path):
@@ -423,7 +503,7 @@ def test_a_syntax_error_or_a_null_byte_costs_only_its_part(tmp_path):
 
 
 def test_a_file_over_the_size_cap_is_not_read(tmp_path):
-    package = write_package(tmp_path, gqa="x = 1\n" * (forbidden.MAX_MODULE // 6 + 1))
+    package = write_package(tmp_path, gqa="x = 1\n" * (rules.MAX_MODULE // 6 + 1))
     (found,) = scan_package(package)
     assert found.parts == (6,) and "over 512 KB" in found.describe()
 
@@ -438,8 +518,8 @@ def test_a_reader_out_of_time_names_the_file_it_was_reading(tmp_path, monkeypatc
         "else print(json.dumps({'violations': []}), flush=True); "
         "time.sleep(3600) if 'norm.py' in names else None"
     )
-    monkeypatch.setattr(forbidden, "_CHILD", never_ends)
-    monkeypatch.setattr(forbidden, "READ_SECONDS", 2)
+    monkeypatch.setattr(reader, "_CHILD", never_ends)
+    monkeypatch.setattr(reader, "READ_SECONDS", 2)
     package = write_package(tmp_path, masks="x = 1\n", norm="y = 2\n")
     (found,) = scan_package(package)
     assert found.file == "norm.py" and found.parts == (5,)
@@ -452,9 +532,9 @@ def test_a_reader_that_cannot_start_is_the_graders_failure(tmp_path, monkeypatch
     from autograder.runner import SuiteError
 
     (tmp_path / "attention.py").write_text("x = 1\n")
-    monkeypatch.setattr(forbidden, "_CHILD", "raise SystemExit(3)")
+    monkeypatch.setattr(reader, "_CHILD", "raise SystemExit(3)")
     with pytest.raises(SuiteError, match="reader did not start"):
-        forbidden.scan_package(tmp_path)
+        reader.scan_package(tmp_path)
 
 
 def _too_slow(*_):
@@ -495,18 +575,23 @@ def test_the_rules_students_read_name_everything_the_reader_refuses(capsys):
     the very tables the reader applies: nothing refused goes unnamed."""
     from autograder import cli
 
-    text = "\n".join(forbidden.student_rules())
+    text = "\n".join(rules.student_rules())
     listed = (
-        forbidden.ROOTS
-        | set(forbidden.OFF_LIMITS)
-        | set(forbidden.ANYWHERE)
-        | set(forbidden.BUILTINS_OFF)
-        | forbidden.LOOKUPS
-        | set(forbidden.PICKLES)
-        | {name for names in forbidden.LIMITED.values() for name in names}
+        rules.ROOTS
+        | set(rules.OFF_LIMITS)
+        | set(rules.ANYWHERE)
+        | set(rules.BUILTINS_OFF)
+        | rules.LOOKUPS
+        | set(rules.PICKLES)
+        | {name for names in rules.LIMITED.values() for name in names}
     )
     assert [name for name in sorted(listed) if f"`{name}`" not in text] == []
+    # what it allows by name it does not also list as refused
+    (frames,) = [rule for rule in rules.student_rules() if rule.startswith("No frames")]
+    refused = frames.split("(", 1)[1].split(", and", 1)[0]
+    assert [name for name in rules.ROOTS if f"`{name}`" in refused] == []
+    assert "`import_module`" not in refused
     assert cli.main(["check", "--rules"]) == 0
     assert capsys.readouterr().out.strip() == "\n\n".join(
-        f"- {rule}" for rule in forbidden.student_rules()
+        f"- {rule}" for rule in rules.student_rules()
     )

@@ -73,8 +73,17 @@ def test_a_circle_is_found(tmp_path):
 #: modules"): a module imports from its own row and the rows above it. A module is placed by
 #: its own name, else its package's.
 ROWS = (
-    ("points", "protocol", "safe_text", "shipped_tests", "shipped_shapes", "findings", "progress"),
-    ("forbidden", "intake", "runner", "release", "zoo.mutants", "nbgrader.notebook"),
+    (
+        "points",
+        "protocol",
+        "safe_text",
+        "shipped_tests",
+        "shipped_shapes",
+        "findings",
+        "progress",
+        "rules",
+    ),
+    ("reader", "intake", "runner", "release", "zoo.mutants", "nbgrader.notebook"),
     ("sandbox", "executor", "tripwire", "second_device"),
     ("plugin", "grade", "diagnosis"),
     ("report", "classreport", "gradescope", "shards"),

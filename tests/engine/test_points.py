@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.forbidden import RULES, WITHOUT_RULES
+from autograder.rules import RULES, WITHOUT_RULES
 from autograder.nbgrader import notebook
 from autograder.points import MODULES, PACKAGE, PARTS, TOTAL_POINTS
 from autograder.zoo.mutants import CATALOGUE
@@ -139,7 +139,7 @@ def test_every_part_file_says_what_it_may_not_call():
     out of both, a file's library attention would go unwatched and earn full marks."""
     undecided = sorted(set(PART_FILES) - set(RULES) - WITHOUT_RULES)
     assert not undecided, (
-        f"{undecided}: name the file in RULES or WITHOUT_RULES (autograder/forbidden.py)"
+        f"{undecided}: name the file in RULES or WITHOUT_RULES (autograder/rules.py)"
     )
     assert not (set(RULES) | WITHOUT_RULES) - set(PART_FILES), (
         "rules for no part's file"

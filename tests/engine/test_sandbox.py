@@ -239,13 +239,16 @@ def test_the_total_time_of_a_submission_is_bounded(tmp_path, quick):
             hw.call("masks.causal_mask", 2)
 
 
-def test_a_forbidden_call_made_at_run_time_is_reported(tmp_path):
+def test_a_forbidden_call_made_at_run_time_fails_where_it_is_made_and_is_reported(
+    tmp_path,
+):
     code = (
         "def softmax(x, dim=-1):\n    return getattr(torch, 'soft' + 'max')(x, dim)\n"
     )
     with IsolatedSubmission(submission(tmp_path, attention=code)) as hw:
         assert hw.runtime_violations() == []
-        hw.call("attention.softmax", torch.randn(2, 2))
+        with pytest.raises(StudentError, match=r"forbidden here \(attention.py:\d+"):
+            hw.call("attention.softmax", torch.randn(2, 2))
         (found,) = hw.runtime_violations()
     assert found.file == "attention.py" and found.part == 1
     assert "aten::softmax (called at run time)" in found.describe()

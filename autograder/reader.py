@@ -1,410 +1,62 @@
-"""The rules a student file keeps, in one place, and the small reader that checks them.
+"""The reader: each student file checked against the rules (``autograder.rules``) before any
+test, read once, in time linear in its size, in a child process under a time and memory budget
+(``scan_package``): a file it cannot read costs its own part.
 
-Forbidden library calls (SPEC.md) are caught where every route meets, at run time
-(``autograder.tripwire``), which charges them to the student file and line that made them. The
-reader's work is what that watch cannot see, read as an allow-list: the modules a file may import
-(``IMPORTABLE``, some only for a few names, ``LIMITED``), library objects reached only by public
-names, and the facilities that run code out of the grader's sight or could take the watch out
-(``OFF_LIMITS``, the builtins in ``BUILTINS_OFF``). It does not resolve aliases: names are judged
-as written, and a library object can only be reached through names. Beside it the reader names a
-forbidden call written out (``torch.softmax(x)``, ``x.softmax()``), so that ``autograder check``,
-which runs without the watch, tells a student at once.
-
-``student_rules`` states the tables as the handout README and ``autograder check --rules`` print
-them. The reader reads each file once, in time linear in its size, in a child process under a
-time and memory budget (``scan_package``): a file it cannot read costs its own part.
+It does not resolve aliases: names are judged as written, and a library object can only be
+reached through names. Beside the allow-list it names a forbidden call written out
+(``torch.softmax(x)``, ``x.softmax()``), so that ``autograder check``, which runs without the
+watch, tells a student at once.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
-from autograder.points import MODULES, PACKAGE, PARTS, part_of_file
-
-SOFTMAX = frozenset(
-    {"softmax", "_softmax", "Softmax", "Softmax2d", "softmin", "Softmin"}
-    | {"logcumsumexp", "cross_entropy"}  # a softmax in all but name
-    | {"log_softmax", "_log_softmax", "LogSoftmax", "logsumexp"}
-    | {"special_softmax", "special_log_softmax", "special_logsumexp"}
-    | {"_safe_softmax", "_masked_softmax", "gumbel_softmax"}
-    | {"_sparse_softmax", "_sparse_log_softmax", "AdaptiveLogSoftmaxWithLoss"}
-)
-ATTENTION = frozenset(
-    {"scaled_dot_product_attention", "_scaled_dot_product_attention_math"}
-    | {"_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention"}
-    | {"_scaled_dot_product_efficient_attention", "_fused_sdp_choice"}
-    | {"MultiheadAttention", "multi_head_attention_forward"}
-    | {"_native_multi_head_attention", "flex_attention"}
-    | {"Transformer", "TransformerEncoder", "TransformerEncoderLayer"}
-    | {"TransformerDecoder", "TransformerDecoderLayer"}
-)
-NORMALIZATION = frozenset(
-    {"layer_norm", "native_layer_norm", "LayerNorm"}
-    | {"rms_norm", "_fused_rms_norm", "RMSNorm"}
-    | {"group_norm", "native_group_norm", "GroupNorm"}
-    | {"batch_norm", "native_batch_norm", "_native_batch_norm_legit", "SyncBatchNorm"}
-    | {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d"}
-    | {"LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d"}
-    | {"instance_norm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"}
-    | {"LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d"}
-    | {"local_response_norm", "LocalResponseNorm", "CrossMapLRN2d"}
-)
-
-#: Words that name a library function of each family whatever else its name says (private
-#: kernels, variants): what the run-time watch matches a function's name against.
-FAMILY_WORDS = {
-    SOFTMAX: ("softmax", "softmin", "logsumexp", "logcumsumexp", "cross_entropy"),
-    ATTENTION: ("attention", "multihead", "sdp_", "_sdp", "transformer"),
-    NORMALIZATION: (
-        *("layer_norm", "layernorm", "rms_norm", "rmsnorm", "group_norm", "groupnorm"),
-        *("batch_norm", "batchnorm", "instance_norm", "instancenorm"),
-        *("local_response_norm", "localresponsenorm", "crossmaplrn"),
-    ),
-}
-
-#: file -> names forbidden in it (SPEC.md: parts 1, 3, 6 forbid part 1's list; 5 adds
-#: normalization; the char-LM may use a softmax for sampling and the loss, not the layers).
-RULES: dict[str, frozenset[str]] = {
-    "attention.py": SOFTMAX | ATTENTION,
-    "heads.py": SOFTMAX | ATTENTION,
-    "gqa.py": SOFTMAX | ATTENTION,
-    "norm.py": NORMALIZATION,
-    "block.py": NORMALIZATION | SOFTMAX | ATTENTION,
-    "charlm.py": NORMALIZATION | ATTENTION,
-}
-
-#: The part files with no forbidden list of their own: no library call does their work. Every
-#: part file is in RULES or here (tests/engine/test_points.py), so a new part decides.
-WITHOUT_RULES = frozenset({"masks.py", "rope.py"})
-
-#: What a file without a forbidden list of its own (masks.py, rope.py) may not call either.
-EVERY_FORBIDDEN = frozenset().union(*RULES.values())
-
-# The allow-list --------------------------------------------------------------------------------
-#: The modules a student file may import, with their public submodules, by what they are for;
-#: the package's own modules may be imported in any form.
-IMPORTABLE = {
-    "computing": ("torch", "numpy", "math", "cmath", "numbers", "random", "statistics"),
-    "the language": (
-        *("__future__", "typing", "typing_extensions", "dataclasses", "enum", "abc"),
-        *("functools", "itertools", "operator", "collections", "copy", "contextlib"),
-        *("warnings", "string", "re", "textwrap", "heapq", "bisect", "importlib", "gc"),
-    ),
-    "files and the system, which the grader's sandbox confines": (
-        *("os", "sys", "pathlib", "glob", "json", "time", "shutil", "tempfile", "io"),
-        *("struct", "socket", "pytest"),
-    ),
-}
-ROOTS = frozenset(name for group in IMPORTABLE.values() for name in group)
-#: Modules used only by these names: the rest of them reaches the interpreter's frames, tracers
-#: and modules, or turns a string into a module.
-LIMITED = {
-    "sys": frozenset(
-        {"exit", "stdout", "stderr", "stdin", "argv", "prefix", "platform", "maxsize"}
-        | {"version", "version_info", "float_info", "byteorder", "getsizeof"}
-        | {"getrecursionlimit", "setrecursionlimit"}
-    ),
-    "importlib": frozenset({"import_module"}),
-    "gc": frozenset({"collect"}),
-}
-
-
-class Reason(NamedTuple):
-    """Why a kind of construct is refused, and what to write instead."""
-
-    why: str
-    instead: str
-
-
-THREADS = Reason(
-    why=(
-        "code on another thread, in a signal handler or an async task outlives the call that "
-        "started it, beyond the grader's time limits and its reports of where a call hung, and "
-        "another process or program runs outside the watch of forbidden calls"
-    ),
-    instead="compute in the calling thread",
-)
-FRAMES = Reason(
-    why=(
-        "frames, tracebacks, class hierarchies and the insides of functions and modules reach the "
-        "grader's own objects"
-    ),
-    instead="use your own names and objects",
-)
-FROM_TEXT = Reason(
-    why=(
-        "code made from text or compiled (eval, TorchScript, torch.compile, pickles) has no "
-        "file and line of yours, to which the watch of forbidden calls charges what it sees"
-    ),
-    instead="write the code out in plain Python",
-)
-INSIDE = Reason(
-    why=(
-        "torch runs this code inside its own calls (dispatch hooks, `__torch_function__`, custom "
-        "operators, tensor and autograd hooks, element-wise Python maps), or it changes which "
-        "kernels torch's operators run, where the watch of forbidden calls sits"
-    ),
-    instead="compute in your own functions, on plain tensors",
-)
-PRIVATE = Reason(
-    why="library objects are reached only by their public names",
-    instead="call the public function (or read your own object's attribute on `self`)",
-)
-IMPORTS = Reason(
-    why="it is not among the modules a student file may import",
-    instead="compute with torch and the modules the rules list",
-)
-DYNAMIC = Reason(
-    why="a name computed at run time or a namespace handed on hides what it reaches",
-    instead="write the name out (`obj.name`), or look it up on `self` or `F`",
-)
-
-#: Names refused as an attribute, an import or a definition, and why. Those in ``ANYWHERE``
-#: are refused on the student's own objects too; the rest only on library and unknown ones.
-OFF_LIMITS = (
-    dict.fromkeys(
-        {"threading", "_thread", "concurrent", "multiprocessing", "asyncio", "futures"}
-        | {"signal", "faulthandler", "sched", "subprocess", "system", "popen"}
-        | {"fork", "forkpty", "vfork", "register_at_fork"}
-        | {
-            f"exec{suffix}"
-            for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")
-        }
-        | {
-            f"spawn{suffix}"
-            for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")
-        }
-        | {"posix_spawn", "posix_spawnp", "startfile"},
-        THREADS,
-    )
-    | dict.fromkeys(
-        {
-            "sys",
-            "inspect",
-            "gc",
-            "ctypes",
-            "ctypeslib",
-            "builtins",
-            "types",
-            "traceback",
-        }
-        | {"importlib", "import_module", "importorskip", "__dict__", "__self__"}
-        | {"__func__", "__wrapped__", "__getattribute__"},
-        FRAMES,
-    )
-    | dict.fromkeys(
-        {"jit", "fx", "export", "compiler", "compile", "package", "hub", "f2py"}
-        | {"cpp_extension", "jiterator", "serialization", "load_library", "pickle"}
-        | {"get_type_hints", "ForwardRef", "Formatter", "make_dataclass", "marshal"},
-        FROM_TEXT,
-    )
-    | dict.fromkeys(
-        {
-            "overrides",
-            "library",
-            "decompose",
-            "cond",
-            "while_loop",
-            "graph",
-            "hooks",
-            "register_hook",
-        }
-        | {"apply_", "map_", "map2_", "register_backward_hook"}
-        | {"register_full_backward_hook", "register_full_backward_pre_hook"}
-        | {"register_post_accumulate_grad_hook"},
-        INSIDE,
-    )
-)
-ANYWHERE = dict.fromkeys(
-    {"tb_frame", "tb_next", "f_back", "f_globals", "f_locals", "f_builtins", "f_code"}
-    | {"gi_frame", "gi_code", "cr_frame", "ag_frame", "__traceback__", "cell_contents"}
-    | {"__subclasses__", "__bases__", "__base__", "__mro__", "mro", "__builtins__"}
-    | {"__globals__", "__closure__", "__code__"},
+from autograder.points import MODULES, PACKAGE
+from autograder.rules import (
+    ALLOWED_PATHS,
+    ANYWHERE,
+    BUILTINS_OFF,
+    DYNAMIC,
+    EVERY_FORBIDDEN,
+    FAMILY_WORDS,
     FRAMES,
-) | dict.fromkeys(
-    {"__torch_function__", "__torch_dispatch__", "__del__", "DisableTorchFunction"}
-    | {"DisableTorchFunctionSubclass"},
-    INSIDE,
+    FROM_TEXT,
+    HANDED_ON,
+    IMPORTERS,
+    IMPORTS,
+    JUDGED_BY_ARGUMENTS,
+    JUDGED_PATHS,
+    LIMITED,
+    LOOKUP_METHODS,
+    LOOKUPS,
+    MAX_MODULE,
+    OFF_LIMITS,
+    PICKLES,
+    PRIVATE,
+    READ_MEMORY,
+    READ_SECONDS,
+    ROOTS,
+    RULES,
+    TORCH_UTILS,
+    Reason,
+    Violation,
 )
-#: Library paths allowed despite a name in ``OFF_LIMITS``.
-ALLOWED_PATHS = frozenset({"re.compile", "importlib.import_module", "os._exit"})
-#: Builtins refused where they are not the student's own name: ``getattr``, ``vars`` and
-#: ``__import__`` only when handed on; called, they are judged by what they look up.
-BUILTINS_OFF = {
-    **dict.fromkeys(("eval", "exec", "compile", "breakpoint"), FROM_TEXT),
-    **dict.fromkeys(("globals", "locals"), FRAMES),
-}
-HANDED_ON = frozenset({"getattr", "vars", "__import__"})
-#: Methods that look an attribute up by a string, judged as ``getattr`` is.
-LOOKUP_METHODS = frozenset({"__getattr__", "__getattribute__"})
-#: Library namespaces of functions and classes only, where a computed ``getattr`` is judged
-#: when what it finds is called (``getattr(F, self.activation)``).
-LOOKUPS = frozenset(
-    {"torch.nn.functional", "torch.nn", "torch.nn.init", "torch.special"}
-    | {"torch.linalg", "torch.fft", "math"}
-)
-#: Keyword arguments that load pickles, which run code as they load.
-PICKLES = {"weights_only": True, "allow_pickle": False, "pickle_module": None}
-
-
-@dataclasses.dataclass(frozen=True)
-class Violation:
-    file: str
-    line: int
-    call: str  # the construct as written, e.g. "torch.softmax"
-    #: It costs every part: it is in a file without a forbidden list of its own, which serves
-    #: the files that have one.
-    whole: bool = False
-    #: Why it is refused and what to write instead; empty for a forbidden call.
-    advice: str = ""
-
-    @property
-    def part(self) -> int:
-        return part_of_file(self.file)
-
-    @property
-    def parts(self) -> tuple[int, ...]:
-        return tuple(PARTS) if self.whole else (self.part,)
-
-    def describe(self) -> str:
-        line = f":{self.line}" if self.line else ""
-        where = f"{self.file}{line} uses `{self.call}`"
-        cost = "every part" if self.whole else "this part"
-        if self.advice:
-            return (
-                f"{where if self.call else self.file}: {self.advice}; it costs {cost}"
-            )
-        if self.whole:
-            return (
-                f"{where}, a library function the parts that use this file forbid (SPEC.md); "
-                "a file without a forbidden list of its own may not call them for the others, "
-                "so it costs every part"
-            )
-        return (
-            f"{where}, a library function this part forbids (SPEC.md); write it yourself "
-            "from tensor operations"
-        )
-
-
-def student_rules() -> list[str]:
-    """The rules beyond each file's forbidden list, as a student reads them (Markdown), made
-    from the tables the reader applies: the handout README and ``autograder check --rules``
-    print these, so what students read is what is checked."""
-
-    def names(items) -> str:
-        return ", ".join(
-            f"`{n}`" for n in sorted(set(items), key=lambda n: n.lstrip("_"))
-        )
-
-    def refused(reason: Reason, *more: str) -> str:
-        tables = (OFF_LIMITS, ANYWHERE, BUILTINS_OFF)
-        return names([*(n for t in tables for n, r in t.items() if r is reason), *more])
-
-    groups = "; ".join(
-        f"for {what}: {names(mods)}" for what, mods in IMPORTABLE.items()
-    )
-    limited = ", ".join(f"`{m}` only for {names(n)}" for m, n in LIMITED.items())
-    return [
-        (
-            "A forbidden call is seen when your code runs, however it is reached (an alias, a "
-            "computed name, a library class that calls one inside), and charged to your file "
-            "and line; `autograder check` also names one written out. The rules below keep "
-            "that watch able to see."
-        ),
-        (
-            f"Import only these modules and their public submodules ({groups}), and your own "
-            "modules in any form (`from .attention import softmax`, `from transformer_hw "
-            'import masks`, `importlib.import_module(".attention", __package__)`). Use '
-            f"{limited}, each written out (`sys.exit(1)`, not `s = sys`)."
-        ),
-        (
-            "Reach library objects only by their public names: no attribute or imported name "
-            "that starts with `_` (dunders such as `__init__` aside) but on your own objects, "
-            "directly: `self._cache`, `cls._table`, `super()._f`, `type(self)._f`, `_k._x` for "
-            "`_k = MyClass()`, `attention._helper` for your module `attention`."
-        ),
-        (
-            "Write names out. A `getattr` with a computed name is fine on `self`, your own "
-            f"objects and on {names(LOOKUPS)} (`getattr(F, self.activation)(x)`: the function "
-            "it finds is judged when it is called), nowhere else; `setattr` with a computed "
-            "name only on `self`; `getattr`, `vars` and `__import__` are called, never handed "
-            "on as values."
-        ),
-        (
-            "No threads, other processes or programs, async tasks or signal handlers "
-            f"({refused(THREADS)}): {THREADS.why}; {THREADS.instead}."
-        ),
-        (
-            "No frames, tracebacks, class hierarchies or insides of functions and modules "
-            f"({refused(FRAMES)}): {FRAMES.why}; {FRAMES.instead}."
-        ),
-        (
-            f"No code made from text or compiled ({refused(FROM_TEXT)}, `type` with three "
-            f"arguments, `metaclass=`, loading pickles through {names(PICKLES)}): "
-            f"{FROM_TEXT.why}; {FROM_TEXT.instead}."
-        ),
-        (
-            "Nothing torch runs inside its own calls, and nothing that switches its dispatch "
-            f"off ({refused(INSIDE)}): {INSIDE.instead}. Module forward hooks are fine."
-        ),
-        (
-            f"The names {names(ANYWHERE)} are refused on your own objects too; the other names "
-            "above only on library objects and objects of unknown origin (a method `compile` "
-            "of your own class is fine as `self.compile`)."
-        ),
-        (
-            "Names used only in annotations, or imported under `typing.TYPE_CHECKING`, are not "
-            'uses; everything else in the file is read, `if __name__ == "__main__":` blocks '
-            "included. Keep experiments with library functions in a script outside "
-            "`transformer_hw/`."
-        ),
-        (
-            "Breaking a rule costs the part of the file that breaks it; in `masks.py` and "
-            "`rope.py`, which serve every part, it costs every part. The feedback names the "
-            "construct, its file and line, and what to write instead."
-        ),
-        (
-            f"Each module file is at most {MAX_MODULE // 1024} KB of ordinary code: one that "
-            f"cannot be read within {READ_SECONDS} s and {READ_MEMORY >> 30} GiB of memory, or "
-            "does not parse, costs its own part."
-        ),
-        (
-            "Only the module files in the table above are graded. Another file in "
-            "`transformer_hw/` (a `_utils.py` of helpers, say) is left out, and code that "
-            "imports it fails: keep helpers in the module files that use them."
-        ),
-    ]
-
-
-def by_part(violations) -> dict[int, list[str]]:
-    """Descriptions of the violations, grouped by the parts whose points they cost."""
-    grouped: dict[int, list[str]] = {}
-    for v in violations:
-        for part in v.parts:
-            grouped.setdefault(part, []).append(v.describe())
-    return grouped
 
 
 def scan_source(filename: str, source: str) -> list[Violation]:
     """Violations in one file's source, read on its own (other student files unknown), in this
     process: for tests and trusted text."""
-    return scan_reporting({filename: source}, lambda filename: None)
-
-
-#: Most bytes of one module file that is read at all (staging grades no larger file either);
-#: the reference's largest module is 13 KB.
-MAX_MODULE = 512 * 1024
-#: What reading a package may take, in a child process: generous multiples of what the
-#: reference takes (0.03 s, 40 MB), so a loaded machine never reaches them.
-READ_SECONDS = 60
-READ_MEMORY = 1 << 30
+    sources = {filename: source}
+    return scan_reporting(sources, lambda filename: None, clashing_names(sources))
 
 
 def read_source(data: bytes) -> str:
@@ -435,8 +87,9 @@ def scan_package(package_dir: Path) -> list[Violation]:
                 )
             else:
                 sources[path.name] = read_source(data)
+    clashes = clashing_names(sources)
     while sources:
-        found, failed = _read_in_child(sources)
+        found, failed = _read_in_child(sources, clashes)
         if failed is None:
             violations += [Violation(**v) for v in found]
             break
@@ -457,9 +110,46 @@ def unreadable(filename: str, why: str, line: int = 1, instead: str = "") -> Vio
     return Violation(filename, line, "", advice=advice)
 
 
-def scan_reporting(sources: dict[str, str], progress) -> list[Violation]:
+#: A method a student's class defines under a private name (``def _device(self)``).
+_PRIVATE_METHOD = re.compile(r"\bdef\s+(_[A-Za-z0-9]\w*)\s*\(")
+
+
+def clashing_names(sources: dict[str, str]) -> frozenset[str]:
+    """The private method names the sources define that library objects have too: read
+    through a parameter (``model._device()``) they could reach the library's instead."""
+    defined = {m for text in sources.values() for m in _PRIVATE_METHOD.findall(text)}
+    return frozenset(defined & _library_private_names()) if defined else frozenset()
+
+
+@functools.cache
+def _library_private_names() -> frozenset[str]:
+    """The private names that reach more than public names do, in the importable libraries as
+    this process has loaded them: a private name a module binds to an object no public name
+    binds (``torch._C``; not ``torch.types._device``, which is ``torch.device``), and the
+    private attributes of torch's tensors and modules."""
+    import torch  # the grading process has it already; a student file's reader does not
+
+    public: set[int] = set()
+    private: dict[str, list[int]] = {}
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] not in ROOTS or module is None:
+            continue
+        for key, value in list(vars(module).items()):
+            if _private(key):
+                private.setdefault(key, []).append(id(value))
+            else:
+                public.add(id(value))
+    names = {k for k, ids in private.items() if not public.issuperset(ids)}
+    for holder in (torch.zeros(1), torch.nn.Parameter(), torch.nn.Linear(1, 1)):
+        names.update(n for n in dir(holder) if _private(n))
+    return frozenset(names)
+
+
+def scan_reporting(
+    sources: dict[str, str], progress, clashes: frozenset[str] = frozenset()
+) -> list[Violation]:
     """``scan_package``'s reading, with ``progress(filename)`` called as each file's turn
-    comes, so a reader stopped on the way names the file."""
+    comes, so a reader stopped on the way names the file; ``clashes``: ``clashing_names``."""
     found = []
     for filename in sorted(sources):
         progress(filename)
@@ -472,7 +162,7 @@ def scan_reporting(sources: dict[str, str], progress) -> list[Violation]:
         except ValueError as exc:  # a null byte
             found.append(unreadable(filename, f"it does not parse ({exc})"))
             continue
-        found += _Reader(filename, sources[filename], tree).read()
+        found += _Reader(filename, sources[filename], tree, clashes).read()
     return found
 
 
@@ -481,14 +171,15 @@ def scan_reporting(sources: dict[str, str], progress) -> list[Violation]:
 _ENGINE_ROOT = str(Path(__file__).resolve().parent.parent)
 _CHILD = (
     "import sys; sys.path.append(sys.argv[1]); "
-    "from autograder.forbidden import child_main; child_main(int(sys.argv[2]))"
+    "from autograder.reader import child_main; child_main(int(sys.argv[2]), sys.argv[3])"
 )
 
 
-def _read_in_child(sources: dict[str, str]):
+def _read_in_child(sources: dict[str, str], clashes: frozenset[str]):
     """``(violations as dicts, None)``, or ``([], (file, why))`` when reading stopped on that
     file: it raised, ran out of time or memory, or the child died reading it."""
     command = [sys.executable, "-I", "-S", "-c", _CHILD, _ENGINE_ROOT, str(READ_MEMORY)]
+    command.append(json.dumps(sorted(clashes)))
     stderr = b""
     try:
         done = subprocess.run(
@@ -527,7 +218,7 @@ def _lines(output: bytes | None) -> list[dict]:
     return lines
 
 
-def child_main(memory: int) -> None:
+def child_main(memory: int, clashes: str = "[]") -> None:
     """The child: caps its own memory before it reads anything, then reads the sources from
     stdin and writes a line as each file's turn comes, and the violations last."""
     try:
@@ -544,7 +235,7 @@ def child_main(memory: int) -> None:
         out.flush()
 
     try:
-        found = scan_reporting(sources, progress)
+        found = scan_reporting(sources, progress, frozenset(json.loads(clashes)))
     except RecursionError:
         failed = "its code is nested too deeply to read"
     except MemoryError:
@@ -572,7 +263,9 @@ class _Reader:
     """One student file, read once: what each name is bound to anywhere in the file (no scopes:
     a name bound both ways is not the student's own), then each node judged on its own."""
 
-    def __init__(self, filename: str, source: str, tree: ast.Module):
+    def __init__(
+        self, filename: str, source: str, tree: ast.Module, clashes=frozenset()
+    ):
         self.filename, self.tree = filename, tree
         self.lines = source.encode(errors="replace").splitlines()
         self.forbidden = RULES.get(filename, EVERY_FORBIDDEN)
@@ -581,6 +274,16 @@ class _Reader:
         self.found: list[Violation] = []
         self._roots: dict[ast.AST, ast.AST] = {}
         self.classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        #: Private methods the file's classes define that no library object has: read on
+        #: any object, they name the student's own (``model._device()``).
+        self.own_methods = {
+            f.name
+            for c in ast.walk(tree)
+            if isinstance(c, ast.ClassDef)
+            for f in c.body
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and _private(f.name)
+        } - clashes
         self._bind_all()
 
     # What names are bound to ---------------------------------------------------------------
@@ -771,6 +474,7 @@ class _Reader:
         elif isinstance(node, ast.Attribute):
             if not (isinstance(parent, ast.Attribute) and parent.value is node):
                 self._judge_chain(node)  # at the chain's end, once
+                self._judge_importer(node, parent)
         elif isinstance(node, ast.Name):
             self._judge_bare(node, parent)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -779,7 +483,7 @@ class _Reader:
             if isinstance(node, ast.ClassDef):
                 self._judge_class(node)
         elif isinstance(node, ast.Call):
-            self._judge_call(node)
+            self._judge_call(node, parent)
 
     def _judge_import(self, node: ast.AST, module: str, what: str) -> bool:
         """An import of ``module`` (and of each package on its path): allowed or refused."""
@@ -804,10 +508,12 @@ class _Reader:
         if reason is None and not own and path not in ALLOWED_PATHS:
             if root in LIMITED and path.count(".") == 1 and name not in LIMITED[root]:
                 reason = FRAMES
-            elif _private(name):
+            elif _private(name) and not (not path and name in self.own_methods):
                 reason = PRIVATE
             else:
                 reason = OFF_LIMITS.get(name)
+            if path.startswith("torch.utils.") and path.count(".") == 2:
+                reason = reason or (None if name in TORCH_UTILS else IMPORTS)
         if reason is not None:
             self._refuse(node, reason, what)
         return reason is None
@@ -840,10 +546,32 @@ class _Reader:
                 DYNAMIC,
                 self._snippet(parent if isinstance(parent, ast.expr) else node),
             )
+        elif self.kinds.get(node.id, set()) & IMPORTERS:
+            self._judge_importer(node, parent)
         elif any(k in LIMITED for k in self.kinds.get(node.id, ())) and not (
             isinstance(parent, ast.Attribute) and parent.value is node
         ):
             self._refuse(node, FRAMES, f"{node.id} (the whole module)")
+
+    def _judge_importer(self, node: ast.expr, parent: ast.AST | None) -> None:
+        """A library function that imports by a string, anywhere but called."""
+        called = isinstance(parent, ast.Call) and parent.func is node
+        if not called and self._paths(node) & IMPORTERS:
+            self._refuse(node, DYNAMIC)
+
+    def _hidden_arguments(self, node: ast.Call) -> bool:
+        """A call judged by its arguments (``getattr``, ``import_module``...) whose arguments
+        are starred or ``**`` keywords: what it looks up is computed."""
+        func = node.func
+        judged = (
+            any(self._builtin(func, name) for name in JUDGED_BY_ARGUMENTS)
+            or bool(self._paths(func) & JUDGED_PATHS)
+            or (isinstance(func, ast.Attribute) and func.attr in LOOKUP_METHODS)
+        )
+        return judged and (
+            any(isinstance(a, ast.Starred) for a in node.args)
+            or any(k.arg is None for k in node.keywords)
+        )
 
     def _judge_class(self, node: ast.ClassDef) -> None:
         for base in node.bases:
@@ -854,8 +582,9 @@ class _Reader:
             if keyword.arg == "metaclass" and not self._paths(keyword.value):
                 self._refuse(node, FROM_TEXT, f"class {node.name}(metaclass=...)")
 
-    def _judge_call(self, node: ast.Call) -> None:
+    def _judge_call(self, node: ast.Call, parent: ast.AST | None = None) -> None:
         func, args = node.func, node.args
+        called = isinstance(parent, ast.Call) and parent.func is node
         self._judge_forbidden(node, func)
         for keyword in node.keywords:
             if (
@@ -864,12 +593,14 @@ class _Reader:
             ):
                 self._refuse(node, FROM_TEXT)
         name = _const(args[1]) if len(args) >= 2 else None
-        if self._builtin(func, "getattr") and len(args) >= 2:
-            self._judge_lookup(node, args[0], args[1])
+        if self._hidden_arguments(node):
+            self._refuse(node, DYNAMIC)
+        elif self._builtin(func, "getattr") and len(args) >= 2:
+            self._judge_lookup(node, args[0], args[1], called)
         elif isinstance(func, ast.Attribute) and func.attr in LOOKUP_METHODS and args:
             # a bound method takes the name, an unbound one the object and the name
             base, key = (func.value, args[0]) if len(args) == 1 else args[:2]
-            self._judge_lookup(node, base, key)
+            self._judge_lookup(node, base, key, called)
         elif self._builtin(func, "setattr") and len(args) >= 2:
             if name is not None:
                 self._judge_name(node, name, "", "", self._own(args[0]))
@@ -921,12 +652,16 @@ class _Reader:
             or (_const(anchor) or "").split(".")[0] == PACKAGE
         )
 
-    def _judge_lookup(self, node: ast.Call, base: ast.AST, key: ast.AST) -> None:
+    def _judge_lookup(
+        self, node: ast.Call, base: ast.AST, key: ast.AST, called: bool
+    ) -> None:
         """``getattr(base, key)`` and its kin: a constant name judged as an attribute, a
-        computed one allowed on the student's own objects and on ``LOOKUPS``."""
+        computed one allowed on the student's own objects, and on ``LOOKUPS`` where what it
+        finds is called at once (a module found there, or its namespace, is never handed on:
+        the watch judges the function found when it runs)."""
         own, name = self._own(base), _const(key)
         if name is None:
-            if not (own or self._paths(base) & LOOKUPS):
+            if not (own or (called and self._paths(base) & LOOKUPS)):
                 self._refuse(node, DYNAMIC)
             return
         path = f"{self._path(base)}.{name}" if self._path(base) else ""
