@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.rules import RULES, WITHOUT_RULES
 from autograder.nbgrader import notebook
 from autograder.points import MODULES, PACKAGE, PARTS, TOTAL_POINTS
+from autograder.rules import RULES, WITHOUT_RULES
 from autograder.zoo.mutants import CATALOGUE
 
 REPO = Path(__file__).resolve().parents[2]
