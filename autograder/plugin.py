@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, Phase, is_hypothesis_test, seed, settings
 from hypothesis.internal.conjecture import providers
 from hypothesis.internal.reflection import function_digest
 
+from autograder import stages
 from autograder.executor import InProcessSubmission
 from autograder.forbidden import RULES, Violation, by_part, scan_package
 from autograder.points import GATED, PACKAGE, PARTS, check_uses, part_of_file
@@ -247,7 +248,8 @@ class ForbiddenGate:
 
     def __init__(self, hw):
         self.hw = hw
-        self.static = scan_package(hw.root / PACKAGE)
+        with stages.timed("reading the rules", also=stages.children_cpu):
+            self.static = scan_package(hw.root / PACKAGE)
         # Every call seen at run time, kept even if the student's process forgets it.
         self.runtime: dict[tuple[str, int, str], Violation] = {}
         self.tampered: str | None = None
@@ -351,7 +353,8 @@ def pytest_runtest_call(item):
 
         hw = item.config.stash[GATE].hw
         hidden = marks[2] == "hidden"
-        better = amended(exc, journal, marks[1], hw.root, hw.device, hidden)
+        with stages.timed("the diagnosis's replays"):
+            better = amended(exc, journal, marks[1], hw.root, hw.device, hidden)
         if better is exc:
             raise
         raise better from exc

@@ -73,7 +73,16 @@ def test_a_circle_is_found(tmp_path):
 #: modules"): a module imports from its own row and the rows above it. A module is placed by
 #: its own name, else its package's.
 ROWS = (
-    ("points", "protocol", "safe_text", "shipped_tests", "shipped_shapes", "findings", "progress"),
+    (
+        "points",
+        "protocol",
+        "safe_text",
+        "shipped_tests",
+        "shipped_shapes",
+        "findings",
+        "progress",
+        "stages",
+    ),
     ("forbidden", "intake", "runner", "release", "zoo.mutants", "nbgrader.notebook"),
     ("sandbox", "executor", "tripwire", "second_device"),
     ("plugin", "grade", "diagnosis"),
