@@ -12,7 +12,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from autograder import classreport, grade, intake, report, safe_text, sandbox
+from autograder import (
+    classreport,
+    grade,
+    intake,
+    report,
+    safe_text,
+    sandbox,
+    stages,
+)
 from autograder.progress import BatchProgress
 
 #: The most characters of a grader failure's detail printed (the traceback's start).
@@ -56,10 +64,14 @@ def grade_batch(
     failed = graded_now = 0
 
     def write(graded: grade.Graded, digests: dict[str, str]) -> None:
-        text = report.write_submission(out, graded, settings.hidden_visibility, digests)
-        row = report.row_of(graded.name, json.loads(text))
-        if row is not None:
-            rows[graded.name] = row
+        with stages.timed("writing the outputs"):
+            text = report.write_submission(
+                out, graded, settings.hidden_visibility, digests
+            )
+            row = report.row_of(graded.name, json.loads(text))
+            if row is not None:
+                rows[graded.name] = row
+        stages.flush(graded.name)
 
     digests, todo = {}, []
     for name, source in found:
@@ -69,13 +81,15 @@ def grade_batch(
             console.print(safe_text.md_plain(f"{name}: {problems[name]}"), markup=False)
             continue
         try:  # staged once: for its digest, then graded as staged
-            source = intake.stage(name, source, staging / name)
-            digests[name] = {
-                "submission_sha256": grade.submission_digest(source),
-                "suite_sha256": suite,
-            }
+            with stages.timed("staging"):
+                source = intake.stage(name, source, staging / name)
+                digests[name] = {
+                    "submission_sha256": grade.submission_digest(source),
+                    "suite_sha256": suite,
+                }
         except Exception:  # noqa: BLE001 - grade_one reports it as the submission's problem
             digests[name] = {}
+        stages.flush(name)
         kept = None if force else report.current_results(out, name, digests[name])
         if kept is None:
             todo.append((name, source))
@@ -103,12 +117,16 @@ def grade_batch(
                         markup=False,
                     )
                 if not shard:  # a shard's gradebook is merge's to write
-                    report.write_gradebook(out, list(rows.values()))
+                    with stages.timed("writing the outputs"):
+                        report.write_gradebook(out, list(rows.values()))
+                    stages.flush("")
                 progress.finished(name, sum(report.part_scores(graded.tests).values()))
     finally:
         if not shard:
             # Interrupted: those not regraded keep the grades they had.
-            summary = write_class_files(None, out, names, rows, graded_now)
+            with stages.timed("writing the outputs"):
+                summary = write_class_files(None, out, names, rows, graded_now)
+            stages.flush("")
     if shard:
         console.print(
             f"shard {shard}: {len(names)} of the batch's {len(batch)} submissions, "

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import intake
+from autograder import intake, stages
 from autograder.points import PACKAGE
 from autograder.runner import REPO, SuiteError, SuiteSession, TestResult
 
@@ -93,6 +93,10 @@ def grade_one(name: str, source: Path | intake.Staged, settings: Settings) -> Gr
     PROCESS.grading = name
     _report_progress(name, None)
     with contextlib.ExitStack() as stack:
+        if stages.FOLDER:
+            from autograder.sandbox.client import sandbox_cpu
+
+            stack.enter_context(stages.submission(name, sandbox_cpu))
         if isinstance(source, intake.Staged):
             staged, tmp = source, str(source.root)
         else:
@@ -102,7 +106,8 @@ def grade_one(name: str, source: Path | intake.Staged, settings: Settings) -> Gr
             )
         try:
             if staged is None:
-                staged = intake.stage(name, source, Path(tmp) / "submission")
+                with stages.timed("staging"):
+                    staged = intake.stage(name, source, Path(tmp) / "submission")
             _COST.begin()
             tests = run_isolated(staged.root, settings, scrub=[tmp, str(REPO)])
             events = _grader_events(settings)
@@ -329,12 +334,14 @@ def _init_process(settings: Settings) -> None:
     while this one goes on), then one torch thread here (the jobs share the cores)."""
     from autograder import sandbox
 
-    if settings.isolate:
-        sandbox.start_template(gpu=settings.device.startswith("cuda"))
+    with stages.timed("the template's start"):
+        if settings.isolate:
+            sandbox.start_template(gpu=settings.device.startswith("cuda"))
     import torch
 
     PROCESS.settings = settings
     torch.set_num_threads(1)
+    stages.flush("")
 
 
 def _grade_in_pool(name: str, source: str | intake.Staged) -> Graded:

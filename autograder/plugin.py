@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, Phase, is_hypothesis_test, seed, settings
 from hypothesis.internal.conjecture import providers
 from hypothesis.internal.reflection import function_digest
 
+from autograder import stages
 from autograder.executor import InProcessSubmission
 from autograder.points import GATED, PACKAGE, PARTS, check_uses
 from autograder.protocol import StudentError
@@ -247,7 +248,8 @@ class ForbiddenGate:
 
     def __init__(self, hw):
         self.hw = hw
-        self.static = scan_package(hw.root / PACKAGE)
+        with stages.timed("reading the rules", also=stages.children_cpu):
+            self.static = scan_package(hw.root / PACKAGE)
         self.passed: set[str] = set()  # graded tests that passed so far
         # Each part's reasons, described once for the records known when they were made.
         self._described: tuple[int, dict[int, list[str]]] = (-1, {})
@@ -315,7 +317,8 @@ def pytest_runtest_call(item):
 
         hw = item.config.stash[GATE].hw
         hidden = marks[2] == "hidden"
-        better = amended(exc, journal, marks[1], hw.root, hw.device, hidden)
+        with stages.timed("the diagnosis's replays"):
+            better = amended(exc, journal, marks[1], hw.root, hw.device, hidden)
         if better is exc:
             raise
         raise better from exc

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import safe_text
+from autograder import safe_text, stages
 
 REPO = Path(__file__).resolve().parent.parent
 GRADED_DIR = REPO / "tests" / "graded"
@@ -76,6 +76,11 @@ class Collector:
     def pytest_keyboard_interrupt(self, excinfo):
         """Ctrl-C, not pytest's own stop after collection errors (a subclass)."""
         self.interrupted = excinfo.type is KeyboardInterrupt
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection(self, session):
+        with stages.timed("the suite's collection"):
+            return (yield)
 
     def pytest_itemcollected(self, item):
         points, part = (

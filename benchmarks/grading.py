@@ -20,6 +20,13 @@ median of ``--runs`` runs:
 
 Prints a table per kind of submission on stderr and one JSON line on stdout. The machine's load
 average is part of the line: on a shared machine, compare figures taken under similar load.
+
+``--profile`` instead grades the batch once and says where its time went (``autograder.stages``):
+per stage, wall and CPU seconds summed over the batch, and the mean per correct and per failing
+submission (the sandbox's CPU, its template's and workers', counted in the stages that wait on
+it). ``--mostly-wrong`` makes the batch nine tenths zoo mutants and broken uploads.
+
+    python benchmarks/grading.py --profile [--mostly-wrong] [--submissions 60] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from autograder import grade, intake, report
+from autograder import grade, intake, report, stages
 from autograder.points import PACKAGE
 from autograder.release import SOLUTIONS
 from autograder.zoo.mutants import CATALOGUE, apply
@@ -127,10 +134,11 @@ def _broken_kinds() -> list:
     ]
 
 
-def build_batch(n: int, batch: Path) -> dict[str, str]:
-    """Write ``n`` submissions into ``batch``; their names and kinds (correct/mutant/broken)."""
+def build_batch(n: int, batch: Path, mostly_wrong: bool = False) -> dict[str, str]:
+    """Write ``n`` submissions into ``batch``; their names and kinds (correct/mutant/broken):
+    half correct, or with ``mostly_wrong`` a tenth."""
     alternative = EXAMPLES / "alice_alternative_style" / PACKAGE
-    n_correct = (n + 1) // 2
+    n_correct = max(1, n // 10) if mostly_wrong else (n + 1) // 2
     n_broken = max(1, n // 10)
     counts = {
         "correct": n_correct,
@@ -285,6 +293,81 @@ def side_by_side(root: Path, pairs: int, tmp: Path) -> list[tuple[float, ...]]:
     return [(*_suite_once(root), *_graded_once(root, settings)) for _ in range(pairs)]
 
 
+#: Stages a grading process goes through once, whatever the number of submissions: summed over
+#: the batch, left out of the means per submission.
+ONCE_PER_PROCESS = ("the template's start", "the suite's collection")
+
+
+def profile(batch: Path, out: Path, jobs: int, kinds: dict[str, str]) -> dict:
+    """Grade ``batch`` once with ``autograder.stages`` on: per stage, wall and CPU seconds over
+    the batch and per correct and per failing submission (mutants and broken uploads)."""
+    records = out.parent / "profile"
+    records.mkdir()
+    shutil.rmtree(out, ignore_errors=True)
+    command = [sys.executable, "-m", "autograder", "grade", str(batch)]
+    command += ["--out", str(out), "--jobs", str(jobs)]
+    start = time.perf_counter()
+    subprocess.run(
+        command,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        check=True,
+        env={**os.environ, stages.ENV: str(records)},
+    )
+    wall = time.perf_counter() - start
+    groups = {"correct": "correct", "mutant": "failing", "broken": "failing"}
+    count = {
+        g: sum(groups[k] == g for k in kinds.values()) for g in ("correct", "failing")
+    }
+    table: dict[str, dict] = {}
+    for record in stages.read(records):
+        group = groups[kinds[record["name"]]] if record["name"] in kinds else ""
+        for stage, (seconds, cpu, times) in record["stages"].items():
+            row = table.setdefault(stage, {"wall": 0.0, "cpu": 0.0, "times": 0})
+            row["wall"] += seconds
+            row["cpu"] += cpu
+            row["times"] += times
+            if group and stage not in ONCE_PER_PROCESS:
+                row[f"{group}_wall"] = (
+                    row.get(f"{group}_wall", 0.0) + seconds / count[group]
+                )
+                row[f"{group}_cpu"] = row.get(f"{group}_cpu", 0.0) + cpu / count[group]
+    total_cpu = sum(row["cpu"] for row in table.values())
+    for row in table.values():
+        row["cpu_share"] = row["cpu"] / total_cpu
+    rounded = {
+        stage: {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
+        for stage, row in sorted(table.items(), key=lambda item: -item[1]["cpu"])
+    }
+    return {
+        "wall_seconds": round(wall, 2),
+        "stages_cpu_seconds": round(total_cpu, 2),
+        "count": count,
+        "stages": rounded,
+    }
+
+
+def _print_profile(found: dict) -> None:
+    """The profile as a table on stderr."""
+    print(
+        f"{'stage':26s} {'wall':>7s} {'CPU':>7s} {'share':>6s} {'times':>6s} "
+        f"{'correct wall/CPU':>17s} {'failing wall/CPU':>17s}",
+        file=sys.stderr,
+    )
+    for stage, row in found["stages"].items():
+        each = [
+            f"{row.get(g + '_wall', 0):7.3f} {row.get(g + '_cpu', 0):7.3f}"
+            if stage not in ONCE_PER_PROCESS
+            else f"{'':15s}"
+            for g in ("correct", "failing")
+        ]
+        print(
+            f"{stage:26s} {row['wall']:7.2f} {row['cpu']:7.2f} {row['cpu_share']:6.1%} "
+            f"{row['times']:6d}   {each[0]}   {each[1]}",
+            file=sys.stderr,
+        )
+
+
 def _median_interval(
     values: list[float], confidence: float = 0.95
 ) -> list[float] | None:
@@ -330,6 +413,16 @@ def main() -> int:
         default=40,
         help="sandbox_overhead: median of this many pairs",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="grade the batch once and print where its time goes, stage by stage",
+    )
+    parser.add_argument(
+        "--mostly-wrong",
+        action="store_true",
+        help="a batch nine tenths zoo mutants and broken uploads",
+    )
     args = parser.parse_args()
     if args.submissions < 4:
         parser.error("--submissions must be at least 4")
@@ -338,9 +431,20 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(1)  # as in the sandbox's worker, for the in-process suite
+    if args.profile:
+        with tempfile.TemporaryDirectory(prefix="grading-profile-") as name:
+            tmp = Path(name)
+            kinds = build_batch(args.submissions, tmp / "batch", args.mostly_wrong)
+            load = os.getloadavg()[0]
+            found = profile(tmp / "batch", tmp / "grades", args.jobs, kinds)
+        _print_profile(found)
+        found["load_average"] = [round(load, 2), round(os.getloadavg()[0], 2)]
+        found |= {"submissions": args.submissions, "jobs": args.jobs}
+        print(json.dumps(found))
+        return 0
     with tempfile.TemporaryDirectory(prefix="grading-benchmark-") as name:
         tmp = Path(name)
-        kinds = build_batch(args.submissions, tmp / "batch")
+        kinds = build_batch(args.submissions, tmp / "batch", args.mostly_wrong)
         found = intake.find([tmp / "batch"])
         staged = {n: intake.stage(n, s, tmp / "staged" / n).root for n, s in found}
         ours, naive, naive_cpu, ours_each, naive_each = [], [], [], [], []

@@ -43,6 +43,7 @@ HANDOUT_FILES = (
     "autograder/points.py",
     "autograder/protocol.py",
     "autograder/safe_text.py",
+    "autograder/stages.py",
     "autograder/second_device.py",
     "tests/__init__.py",
     "tests/conftest.py",

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from autograder import intake
+from autograder import intake, stages
 from autograder.points import MODULES, PACKAGE
 from autograder.protocol import (
     ErrorInfo,
@@ -214,9 +214,11 @@ class IsolatedSubmission(Submission):
         self._seq += 1
         self._serving = label
         timeout = min(self.limits.call_timeout, remaining)
+        stage = "the second device" if op == "elsewhere" else "the requests"
         while True:
             try:
-                reply = self._exchange(encoded, timeout)
+                with stages.timed(stage, also=sandbox_cpu):
+                    reply = self._exchange(encoded, timeout)
                 break
             except TimeoutError:
                 stacks = (
@@ -255,7 +257,8 @@ class IsolatedSubmission(Submission):
         """One request and its reply, from a fresh worker where there is none; the request
         joins the journal of what its worker served."""
         if self._sock is None:
-            self._start(time.monotonic() + timeout)
+            with stages.timed("a worker's start", also=sandbox_cpu):
+                self._start(time.monotonic() + timeout)
         # Timed from here: a template still importing torch, or a worker brought back after a
         # fault outside the submission, costs the student nothing.
         sent = self._sent = time.monotonic()
@@ -741,6 +744,14 @@ def _cpu_quotas() -> list[float]:
             if quota not in ("max", "-1"):
                 quotas.append(int(quota) / int(period))
     return quotas
+
+
+def sandbox_cpu() -> float:
+    """CPU seconds of this grading process's sandbox so far (its template and workers), 0 where
+    its control groups do not count them: for ``stages``."""
+    template = template_client.running()
+    seconds = template.groups.cpu_seconds() if template is not None else None
+    return seconds or 0.0
 
 
 def _current_cpu() -> int:

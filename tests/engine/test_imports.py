@@ -82,6 +82,7 @@ ROWS = (
         "findings",
         "progress",
         "rules",
+        "stages",
     ),
     ("reader", "intake", "runner", "release", "zoo.mutants", "nbgrader.notebook"),
     ("sandbox", "executor", "tripwire", "second_device"),
