@@ -1,3 +1,3 @@
-from autograder.cli import main
+from autograder.commands.cli import main
 
 raise SystemExit(main())

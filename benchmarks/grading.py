@@ -21,7 +21,7 @@ median of ``--runs`` runs:
 Prints a table per kind of submission on stderr and one JSON line on stdout. The machine's load
 average is part of the line: on a shared machine, compare figures taken under similar load.
 
-``--profile`` instead grades the batch once and says where its time went (``autograder.stages``):
+``--profile`` instead grades the batch once and says where its time went (``autograder.facts.stages``):
 per stage, wall and CPU seconds summed over the batch, and the mean per correct and per failing
 submission (the sandbox's CPU, its template's and workers', counted in the stages that wait on
 it). ``--mostly-wrong`` makes the batch nine tenths zoo mutants and broken uploads.
@@ -49,10 +49,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from autograder import grade, intake, report, stages
-from autograder.points import PACKAGE
-from autograder.release import SOLUTIONS
-from autograder.zoo.mutants import CATALOGUE, apply
+from autograder.facts import stages
+from autograder.facts.points import PACKAGE
+from autograder.grading import grade
+from autograder.outputs import report
+from autograder.sources import intake
+from autograder.sources.release import SOLUTIONS
+from autograder.sources.zoo.mutants import CATALOGUE, apply
 
 EXAMPLES = REPO / "examples" / "submissions"
 GRADED_DIR = REPO / "tests" / "graded"
@@ -299,7 +302,7 @@ ONCE_PER_PROCESS = ("the template's start", "the suite's collection")
 
 
 def profile(batch: Path, out: Path, jobs: int, kinds: dict[str, str]) -> dict:
-    """Grade ``batch`` once with ``autograder.stages`` on: per stage, wall and CPU seconds over
+    """Grade ``batch`` once with ``autograder.facts.stages`` on: per stage, wall and CPU seconds over
     the batch and per correct and per failing submission (mutants and broken uploads)."""
     records = out.parent / "profile"
     records.mkdir()

@@ -34,11 +34,11 @@ REPO = Path(__file__).resolve().parent.parent
 # This file's folder first on the path would make `import nbgrader` import this file.
 sys.path[0] = str(REPO)
 
-from autograder.nbgrader.course import ASSIGNMENT, build_course
-from autograder.nbgrader.notebook import NAME, check_cell_part
-from autograder.points import PACKAGE, PARTS
-from autograder.release import SOLUTIONS
-from autograder.zoo.mutants import CATALOGUE, apply
+from autograder.batches.nbgrader.course import ASSIGNMENT, build_course
+from autograder.facts.points import PACKAGE, PARTS
+from autograder.sources.notebook import NAME, check_cell_part
+from autograder.sources.release import SOLUTIONS
+from autograder.sources.zoo.mutants import CATALOGUE, apply
 
 
 def submissions(n: int) -> dict[str, str]:

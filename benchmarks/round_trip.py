@@ -38,10 +38,10 @@ sys.path.insert(0, str(REPO))
 import numpy
 import torch
 
-from autograder.executor import InProcessSubmission
-from autograder.points import PACKAGE
-from autograder.release import SOLUTIONS
+from autograder.facts.points import PACKAGE
 from autograder.sandbox.client import IsolatedSubmission
+from autograder.sandbox.executor import InProcessSubmission
+from autograder.sources.release import SOLUTIONS
 
 SDPA = "attention.scaled_dot_product_attention"
 #: The kinds timed both in a loop and after an eviction, whose extra per request is reported.

@@ -33,8 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from autograder.points import PACKAGE, TOTAL_POINTS
-from autograder.release import SOLUTIONS
+from autograder.facts.points import PACKAGE, TOTAL_POINTS
+from autograder.sources.release import SOLUTIONS
 
 BUSY = "while True: pass"
 HOG = (

@@ -43,5 +43,5 @@ cd "$SOURCE"
 # shellcheck disable=SC2086  # the smoke arguments are words
 "$ROOT/venv/bin/python" -m autograder grade assignments --single stubs --out "$smoke/out" \
     --results "$smoke/results.json" ${AUTOGRADER_SMOKE_ARGS:-}
-"$ROOT/venv/bin/python" -m autograder.gradescope "$smoke/results.json"
+"$ROOT/venv/bin/python" -m autograder.outputs.gradescope "$smoke/results.json"
 rm -rf "$smoke"

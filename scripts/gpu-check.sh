@@ -87,7 +87,7 @@ fi
 echo "== checks"
 # What the template imports before it forks must leave CUDA alone, so a forked worker can use it.
 step template-leaves-cuda-alone 0 "$py" -c "
-import os, sys, torch, torch._dynamo, torch.fx.experimental.symbolic_shapes, autograder.executor
+import os, sys, torch, torch._dynamo, torch.fx.experimental.symbolic_shapes, autograder.sandbox.executor
 assert not torch.cuda.is_initialized(), 'the template initialized CUDA'
 if sys.argv[1] == 'cuda':
     pid = os.fork()

@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 
 ENGINE = Path(__file__).resolve().parents[1]
+#: The bug zoo's folders, which quote the reference: its catalogue and its runs.
+ZOO = ("sources/zoo", "batches/zoo")
 #: Where the engine appears inside the boundary (the checkout's path tells student code nothing).
 ENGINE_MOUNT = "/opt/autograder-engine"
 #: Size caps of the private writable folders (tmpfs: their bytes are memory).
@@ -118,10 +120,9 @@ def arguments(gpu: bool = False) -> list[str]:
         args += ["--perms", "0755", "--dir", parent]
     for source, dest in binds:
         args += ["--ro-bind", source, dest]
-    if (
-        ENGINE / "zoo"
-    ).is_dir():  # the zoo quotes the reference (no zoo in a Gradescope zip)
-        args += ["--tmpfs", f"{ENGINE_MOUNT}/autograder/zoo"]
+    for zoo in ZOO:  # the zoo quotes the reference (no zoo in a Gradescope zip)
+        if (ENGINE / zoo).is_dir():
+            args += ["--tmpfs", f"{ENGINE_MOUNT}/autograder/{zoo}"]
     args += ["--chdir", "/"]
     return args
 

@@ -2,7 +2,7 @@
 
 Why a process: student code can exit, hang, fork, flood output or patch torch; none of that may
 reach the process that compares results and decides a grade. The grading side sends requests
-(``autograder.protocol``) as plain data over a socket (``autograder.sandbox.wire``) and gets plain data
+(``autograder.facts.protocol``) as plain data over a socket (``autograder.sandbox.wire``) and gets plain data
 back, within bounds: every reply has an absolute deadline and a size cap, and a submission's
 replies together have a byte budget.
 
@@ -37,17 +37,16 @@ from pathlib import Path
 
 import torch
 
-from autograder import intake, stages
-from autograder.points import MODULES, PACKAGE
-from autograder.protocol import (
+from autograder.facts import stages
+from autograder.facts.points import MODULES, PACKAGE
+from autograder.facts.protocol import (
     ErrorInfo,
     Handle,
     HandleRef,
     StudentError,
     Submission,
 )
-from autograder.rules import MAX_RECORDS, Violation
-from autograder.runner import SandboxUnavailable
+from autograder.facts.rules import MAX_RECORDS, Violation
 from autograder.sandbox import (
     bubblewrap,
     confine,
@@ -58,11 +57,13 @@ from autograder.sandbox import (
     wire,
     worker_exit,
 )
+from autograder.sources import intake
+from autograder.sources.runner import SandboxUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
 #: Folders of the repository student code must never read; only needed where there is no
 #: bubblewrap boundary (its view never has them). The bug zoo quotes the reference.
-SECRET_DIRS = ("solutions", "tests", ".git", "examples", "autograder/zoo")
+SECRET_DIRS = ("solutions", "tests", ".git", "examples", "autograder/batches/zoo")
 _GEN_SHIFT = 40  # grading-side handle id: worker generation << _GEN_SHIFT | worker's id
 #: How long each end of a request polls for the other's message before it sleeps, where each
 #: has a CPU of its own (``_CpuPlan``): longer than most of the suite's gaps between requests.

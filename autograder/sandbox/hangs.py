@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from autograder.points import MODULES, PACKAGE
+from autograder.facts.points import MODULES, PACKAGE
 
 #: Hangs of one function after which later requests no longer run it.
 DISARM_AFTER = 3

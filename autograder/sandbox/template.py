@@ -37,11 +37,11 @@ from pathlib import Path
 
 import torch
 
-from autograder import intake
-from autograder.points import PACKAGE
-from autograder.protocol import ErrorInfo
+from autograder.facts.points import PACKAGE
+from autograder.facts.protocol import ErrorInfo
 from autograder.sandbox import confine, hangs, wire
 from autograder.sandbox.worker_exit import BROKEN, HUNG_UP, UNCONFINED
+from autograder.sources import intake
 
 #: Writable folders a worker without namespaces of its own shares with the others.
 SCRATCH = ("/tmp", "/dev/shm")
@@ -65,10 +65,10 @@ def template_main(fd: int) -> None:
     import torch._dynamo
     import torch.fx.experimental.symbolic_shapes  # noqa: F401
 
-    import autograder.executor
     import autograder.sandbox.client
-    import autograder.second_device  # noqa: F401
-    from autograder import tripwire
+    import autograder.sandbox.executor
+    import autograder.sandbox.second_device  # noqa: F401
+    from autograder.sandbox import tripwire
 
     sys.dont_write_bytecode = True  # never write next to the submission's files
     tripwire.install()
@@ -308,8 +308,8 @@ def _worker_main(
             if not layer() and available:
                 raise OSError(f"could not put on {layer.__name__}")
         os.chdir(root)
-        from autograder import tripwire
-        from autograder.executor import Executor
+        from autograder.sandbox import tripwire
+        from autograder.sandbox.executor import Executor
 
         tripwire.watch(str(root / PACKAGE))
         executor = Executor(root, arguments_are_copies=True, serving=tripwire.serving)

@@ -18,8 +18,8 @@ import subprocess
 import tempfile
 import time
 
-from autograder.runner import SandboxUnavailable
 from autograder.sandbox import bubblewrap
+from autograder.sources.runner import SandboxUnavailable
 
 _templates = itertools.count()
 #: How much of the template's last output a failure to start quotes.

@@ -30,7 +30,7 @@ import time
 import numpy
 import torch
 
-from autograder.protocol import ErrorInfo, Handle, HandleRef
+from autograder.facts.protocol import ErrorInfo, Handle, HandleRef
 
 #: Largest frame either side accepts (tensors of the graded suite are tiny; a char-LM
 #: state dict is a few MB).
@@ -51,7 +51,7 @@ DTYPES = {
 }
 _NAMES = {dtype: name for name, dtype in DTYPES.items()}
 DEVICE_TYPES = ("cpu", "cuda")
-#: A device as a value may also be the second device of ``autograder.second_device``.
+#: A device as a value may also be the second device of ``autograder.sandbox.second_device``.
 DEVICE_VALUE_TYPES = (*DEVICE_TYPES, "meta")
 #: The NumPy dtype of each torch dtype with one of the same bytes. Tensors go through NumPy:
 #: a NumPy call costs a fraction of a torch call, and every request and reply carries tensors.

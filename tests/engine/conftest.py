@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import cli, zoo
-from autograder.executor import InProcessSubmission
-from autograder.points import PACKAGE, TOTAL_POINTS
-from autograder.release import SOLUTIONS
+from autograder.batches import zoo
+from autograder.batches.zoo import examples
+from autograder.commands import cli
+from autograder.facts.points import PACKAGE, TOTAL_POINTS
 from autograder.sandbox.client import IsolatedSubmission
-from autograder.zoo import examples
-from autograder.zoo.mutants import CATALOGUE, Mutant, apply
+from autograder.sandbox.executor import InProcessSubmission
+from autograder.sources.release import SOLUTIONS
+from autograder.sources.zoo.mutants import CATALOGUE, Mutant, apply
 
 #: One torch thread in this process and in every process it starts: pytest-xdist's workers,
 #: their commands and their graders share the machine's cores, and a torch thread that waits

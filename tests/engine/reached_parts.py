@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import os
 
-from autograder.executor import InProcessSubmission
-from autograder.points import MODULES, part_of_file
+from autograder.facts.points import MODULES, part_of_file
+from autograder.sandbox.executor import InProcessSubmission
 
 _reached: dict[str, set[int]] = {}
 _declared: dict[str, tuple[int, list[int]]] = {}

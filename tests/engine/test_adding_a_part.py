@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.points import MODULES, PARTS, TOTAL_POINTS
-from autograder.release import ReleaseError, build_handout, make_stub
+from autograder.facts.points import MODULES, PARTS, TOTAL_POINTS
+from autograder.sources.release import ReleaseError, build_handout, make_stub
 
 from .conftest import Run
 
@@ -215,14 +215,14 @@ ALICE_DIR = "examples/submissions/alice_alternative_style"
 #: checklist path -> what becomes of the file (given its old text, or None for a new file)
 EDITS = {
     "solutions/transformer_hw/<module>.py": new_file(REFERENCE.format(n=N)),
-    "autograder/points.py": add_part,
-    "autograder/rules.py": add_rule,
+    "autograder/facts/points.py": add_part,
+    "autograder/facts/rules.py": add_rule,
     "tests/graded/oracles.py": add_oracle,
     "tests/graded/test_part<N>_<topic>.py": new_file(TESTS.format(n=N, module=MODULE)),
     "docs/SPEC.md": add_spec_section,
     "notebooks/transformer_hw.ipynb": add_check_cell,
     f"{ALICE_DIR}/transformer_hw/<module>.py": new_file(ALICE),
-    "autograder/zoo/mutants.py": add_mutant,
+    "autograder/sources/zoo/mutants.py": add_mutant,
     "README.md": add_row,
     "assignments/transformer_hw/<module>.py": new_file(
         make_stub(REFERENCE.format(n=N), f"{MODULE}.py")
@@ -235,7 +235,7 @@ TEST_FILE = f"tests/graded/test_part{N}_{TOPIC}.py"
 #: what derives from PARTS, the graded suite's collection (points per part), the leak check.
 CHECKS = """
 import sys, pytest
-from autograder.release import refused_test_code
+from autograder.sources.release import refused_test_code
 engine = pytest.main([
     "-q", "-p", "no:cacheprovider", "tests/engine/test_points.py",
     "tests/engine/test_diagnosis.py::test_every_phrase_has_words_that_hold_it",
@@ -345,11 +345,13 @@ def test_each_step_left_out_is_refused_naming_its_file(step, tmp_path):
 @pytest.mark.slow
 def test_a_mutant_without_its_wording_is_refused(tmp_path):
     copy = tmp_path / "repo"
-    edits = EDITS | {"autograder/zoo/mutants.py": lambda t: add_mutant(t, worded=False)}
+    edits = EDITS | {
+        "autograder/sources/zoo/mutants.py": lambda t: add_mutant(t, worded=False)
+    }
     follow_checklist(copy, edits=edits)
     done = run_checks(copy)
     assert done.returncode != 0
-    assert "to WORDING (autograder/zoo/mutants.py)" in done.stdout
+    assert "to WORDING (autograder/sources/zoo/mutants.py)" in done.stdout
 
 
 def test_an_inline_oracle_stops_the_release(tmp_path):

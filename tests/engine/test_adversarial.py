@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cli
-from autograder.points import PACKAGE, PARTS
+from autograder.commands import cli
+from autograder.facts.points import PACKAGE, PARTS
 from autograder.sandbox import bubblewrap, confine
 
 REPO = Path(__file__).resolve().parents[2]

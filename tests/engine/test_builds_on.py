@@ -7,10 +7,10 @@ import json
 import os
 import sys
 
-from autograder import runner
-from autograder.grade import Graded
-from autograder.points import GATED, PARTS, builds_on, check_uses, fix_first
-from autograder.report import feedback_md
+from autograder.facts.points import GATED, PARTS, builds_on, check_uses, fix_first
+from autograder.grading.grade import Graded
+from autograder.outputs.report import feedback_md
+from autograder.sources import runner
 
 from .conftest import REPO, Run
 

@@ -70,7 +70,7 @@ def test_methods_of_handles_are_checked_too(hw):
 def test_the_verdict_is_the_graders_and_a_forged_answer_is_refused():
     """The worker only sends the inputs back; the grading process compares them, and inputs
     of another number or shape cannot have come from the executor."""
-    from autograder.protocol import StudentError, changed_arguments
+    from autograder.facts.protocol import StudentError, changed_arguments
 
     x, mask = torch.ones(2, 3), torch.zeros(3, dtype=torch.bool)
     assert changed_arguments((x,), {"mask": mask}, [x.clone(), mask.clone()]) == []
@@ -83,7 +83,7 @@ def test_the_verdict_is_the_graders_and_a_forged_answer_is_refused():
 def test_gradients_and_forward_passes_of_another_form_are_refused():
     """What the worker gathers next to the student code must have the form only the
     executor gives it."""
-    from autograder.protocol import StudentError, gradients_of
+    from autograder.facts.protocol import StudentError, gradients_of
 
     x, ids = torch.ones(2, 3), torch.zeros(3, dtype=torch.long)
     good = {"inputs": {"args[0]": torch.zeros(2, 3)}, "parameters": {"w": None}}

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cli, grade
-from autograder.points import PACKAGE
-from autograder.release import SOLUTIONS
-from autograder.runner import TestResult as Outcome
+from autograder.commands import cli
+from autograder.facts.points import PACKAGE
+from autograder.grading import grade
+from autograder.sources.release import SOLUTIONS
+from autograder.sources.runner import TestResult as Outcome
 
 from .test_grade_cli import Tables
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder.protocol import StudentError
+from autograder.facts.protocol import StudentError
 
 from .conftest import probed_submission
 

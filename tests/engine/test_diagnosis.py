@@ -1,4 +1,4 @@
-"""Diagnosis by replay (``autograder/diagnosis.py``): a failing test names the zoo mistake whose
+"""Diagnosis by replay (``autograder/grading/diagnosis.py``): a failing test names the zoo mistake whose
 answers on the test's own requests are the student's, only when exactly one description fits
 and the reference does not; and the zoo grades each mutant on the parts that can reach it.
 
@@ -17,14 +17,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import diagnosis, runner, zoo
-from autograder.executor import InProcessSubmission
-from autograder.points import PACKAGE, PARTS
-from autograder.protocol import HandleRef
-from autograder.release import SOLUTIONS
-from autograder.zoo import rates, reach
-from autograder.zoo.mutants import CATALOGUE, WORDING, Mutant
-from autograder.zoo.restyled import ALICE, RESTYLED
+from autograder.batches import zoo
+from autograder.batches.zoo import rates, reach
+from autograder.batches.zoo.restyled import ALICE, RESTYLED
+from autograder.facts.points import PACKAGE, PARTS
+from autograder.facts.protocol import HandleRef
+from autograder.grading import diagnosis
+from autograder.sandbox.executor import InProcessSubmission
+from autograder.sources import runner
+from autograder.sources.release import SOLUTIONS
+from autograder.sources.zoo.mutants import CATALOGUE, WORDING, Mutant
 
 RESTYLED_BY_NAME = {r.name: r for r in RESTYLED}
 MUTANTS = {m.name: m for m in CATALOGUE}
@@ -139,7 +141,7 @@ def test_a_handle_agrees_with_one_handle_only():
     class Owner:
         pass
 
-    from autograder.protocol import Handle
+    from autograder.facts.protocol import Handle
 
     mine = Handle(Owner(), HandleRef(1, "KVCache"))
     theirs, other = Handle(Owner(), HandleRef(7, "KVCache")), HandleRef(8, "KVCache")
@@ -162,7 +164,9 @@ def test_an_edit_acts_where_its_function_runs():
 
 def test_every_phrase_has_words_that_hold_it():
     unworded = sorted({m.diagnosis for m in CATALOGUE} - set(WORDING))
-    assert not unworded, f"add {unworded} to WORDING (autograder/zoo/mutants.py)"
+    assert not unworded, (
+        f"add {unworded} to WORDING (autograder/sources/zoo/mutants.py)"
+    )
     assert set(WORDING) == {m.diagnosis for m in CATALOGUE}, "WORDING for no mutant"
     for phrase, words in WORDING.items():
         assert phrase.lower() in words.lower()
@@ -210,7 +214,7 @@ def test_a_correct_style_diagnosed_on_every_test_gets_nothing_named():
 #: the part and of the parts it builds on loads, as Python itself imports them.
 LOADED_BY_PART = """
 import importlib, json, sys
-from autograder.points import PACKAGE, PARTS, builds_on
+from autograder.facts.points import PACKAGE, PARTS, builds_on
 sys.path.insert(0, sys.argv[1])
 found = {}
 for k in PARTS:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cli
-from autograder.points import PACKAGE
+from autograder.commands import cli
+from autograder.facts.points import PACKAGE
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = Path(__file__).resolve().parent / "evasion"
@@ -29,7 +29,7 @@ NAMES = sorted(p.name for p in SCENARIOS.iterdir() if (p / "expected.json").is_f
 #: The parts the edits touch (attention.py, masks.py, rope.py, norm.py); a subset keeps this fast.
 KEYWORD = "part1 or part2 or part4 or part5"
 GRADED_PARTS = (1, 2, 4, 5)
-#: How a refusal at run time reads in a failed test's feedback (``autograder.tripwire``): a
+#: How a refusal at run time reads in a failed test's feedback (``autograder.sandbox.tripwire``): a
 #: forbidden call, or a computed name that looked past a library namespace's functions.
 REFUSED = re.compile(
     "ForbiddenCall|is forbidden here|is not looked up on a library namespace"

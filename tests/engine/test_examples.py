@@ -10,11 +10,12 @@ from __future__ import annotations
 import filecmp
 from pathlib import Path
 
-from autograder import cli, intake
-from autograder.points import PACKAGE
-from autograder.release import SOLUTIONS
-from autograder.zoo.examples import SINGLE_BUG
-from autograder.zoo.mutants import CATALOGUE
+from autograder.batches.zoo.examples import SINGLE_BUG
+from autograder.commands import cli
+from autograder.facts.points import PACKAGE
+from autograder.sources import intake
+from autograder.sources.release import SOLUTIONS
+from autograder.sources.zoo.mutants import CATALOGUE
 
 REPO = Path(__file__).resolve().parents[2]
 

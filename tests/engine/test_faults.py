@@ -25,12 +25,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from autograder import classreport, cli, grade, report
-from autograder.points import PACKAGE, PARTS
-from autograder.protocol import StudentError
-from autograder.release import SOLUTIONS
+from autograder.commands import cli
+from autograder.facts.points import PACKAGE, PARTS
+from autograder.facts.protocol import StudentError
+from autograder.grading import grade
+from autograder.outputs import classreport, report
 from autograder.sandbox import client as sandbox
 from autograder.sandbox import host_wait, retries, template_client
+from autograder.sources.release import SOLUTIONS
 
 #: A few part-7 tests whose requests build a CharLM, load weights into it and run it: a
 #: fault in their middle leaves the grading side holding handles to the lost worker's objects.

@@ -17,10 +17,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from autograder import classreport, cli, grade, report
-from autograder.points import TOTAL_POINTS
-from autograder.progress import READYING, BatchProgress
-from autograder.runner import TestResult as Outcome
+from autograder.commands import cli
+from autograder.facts.points import TOTAL_POINTS
+from autograder.facts.progress import READYING, BatchProgress
+from autograder.grading import grade
+from autograder.outputs import classreport, report
+from autograder.sources.runner import TestResult as Outcome
 
 from .test_grade_cli import Tables
 

@@ -1,4 +1,4 @@
-"""The reader of the rules (``autograder.reader``, ``autograder.rules``): what a student file may import and reach
+"""The reader of the rules (``autograder.sources.reader``, ``autograder.facts.rules``): what a student file may import and reach
 is an allow-list, what could switch the run-time watch off or hide from it is refused with the
 construct, its file:line and what to write instead, and a forbidden call written out is named;
 the student's own code, correct idioms, comments and strings are not."""
@@ -11,11 +11,9 @@ import time
 
 import pytest
 
-from autograder import reader, rules
-from autograder.points import PARTS
-from autograder.reader import scan_package, scan_source
-from autograder.release import SOLUTIONS
-from autograder.rules import (
+from autograder.facts import rules
+from autograder.facts.points import PARTS
+from autograder.facts.rules import (
     DYNAMIC,
     FRAMES,
     FROM_TEXT,
@@ -24,6 +22,9 @@ from autograder.rules import (
     PRIVATE,
     THREADS,
 )
+from autograder.sources import reader
+from autograder.sources.reader import scan_package, scan_source
+from autograder.sources.release import SOLUTIONS
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
 
@@ -68,15 +69,15 @@ def test_a_forbidden_call_written_out_is_named(line):
         ("import ctypes", FRAMES),
         ("import pkgutil\nf = pkgutil.resolve_name(name)", IMPORTS),
         ("import _operator", IMPORTS),
-        ("from autograder import tripwire", IMPORTS),
-        ("import autograder.tripwire", IMPORTS),
-        ("w = __import__('autograder.tripwire')", IMPORTS),
+        ("from autograder.sandbox import tripwire", IMPORTS),
+        ("import autograder.sandbox.tripwire", IMPORTS),
+        ("w = __import__('autograder.sandbox.tripwire')", IMPORTS),
         (
-            "import importlib\nw = importlib.import_module('autograder.executor')",
+            "import importlib\nw = importlib.import_module('autograder.sandbox.executor')",
             IMPORTS,
         ),
         ("import importlib.util", FRAMES),
-        ("import sys\nw = sys.modules.get('autograder.tripwire')", FRAMES),
+        ("import sys\nw = sys.modules.get('autograder.sandbox.tripwire')", FRAMES),
         ("import sys\nm = sys.modules['torch']", FRAMES),
         ("import sys\nfor m in list(sys.modules.values()):\n    pass", FRAMES),
         ("import sys as s\ns.settrace(None)", FRAMES),
@@ -85,7 +86,7 @@ def test_a_forbidden_call_written_out_is_named(line):
         ("import gc\nrefs = gc.get_referents(torch.exp)", FRAMES),
         ("import gc\nkeep = gc", FRAMES),
         ("import os\nf = os.sys.settrace", FRAMES),
-        ("f = F.importlib.import_module('autograder.tripwire')", FRAMES),
+        ("f = F.importlib.import_module('autograder.sandbox.tripwire')", FRAMES),
         # public names only
         ("f = torch._C._VariableFunctions.softmax", PRIVATE),
         ("y = torch.ops.aten._softmax(x, -1, False)", PRIVATE),
@@ -529,7 +530,7 @@ def test_a_reader_out_of_time_names_the_file_it_was_reading(tmp_path, monkeypatc
 def test_a_reader_that_cannot_start_is_the_graders_failure(tmp_path, monkeypatch):
     """Never a row of zeros: a ``SuiteError`` inside a test fails the grading, which the next
     run retries."""
-    from autograder.runner import SuiteError
+    from autograder.sources.runner import SuiteError
 
     (tmp_path / "attention.py").write_text("x = 1\n")
     monkeypatch.setattr(reader, "_CHILD", "raise SystemExit(3)")
@@ -573,7 +574,7 @@ def test_reading_time_grows_with_the_file_not_faster():
 def test_the_rules_students_read_name_everything_the_reader_refuses(capsys):
     """The handout README and `autograder check --rules` print ``student_rules``, made from
     the very tables the reader applies: nothing refused goes unnamed."""
-    from autograder import cli
+    from autograder.commands import cli
 
     text = "\n".join(rules.student_rules())
     listed = (

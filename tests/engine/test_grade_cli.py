@@ -23,11 +23,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import cli, grade, intake, report
-from autograder.check import TestResult as Outcome
-from autograder.check import check_in_fresh_process
-from autograder.points import PACKAGE, PARTS, TOTAL_POINTS
-from autograder.release import SOLUTIONS
+from autograder.commands import cli
+from autograder.commands.check import TestResult as Outcome
+from autograder.commands.check import check_in_fresh_process
+from autograder.facts.points import PACKAGE, PARTS, TOTAL_POINTS
+from autograder.grading import grade
+from autograder.outputs import report
+from autograder.sources import intake
+from autograder.sources.release import SOLUTIONS
 
 from .conftest import KEYWORD, MUTANT
 
@@ -353,7 +356,7 @@ def test_an_upload_with_nothing_to_grade_is_answered_without_torch(tmp_path):
     (tmp_path / "upload" / "README.txt").write_text("hello\n")
     results = tmp_path / "results.json"
     code = (
-        "import sys; from autograder import cli; "
+        "import sys; from autograder.commands import cli; "
         f"cli.main(['grade', {str(tmp_path / 'upload')!r}, '--single', 'student', "
         f"'--out', {str(tmp_path / 'out')!r}, '--results', {str(results)!r}, "
         "'--device', 'auto']); "

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cli, gradescope
-from autograder.points import PACKAGE, PARTS
-from autograder.release import SOLUTIONS
+from autograder.commands import cli
+from autograder.facts.points import PACKAGE, PARTS
+from autograder.outputs import gradescope
 from autograder.sandbox import bubblewrap
-from autograder.zoo.mutants import apply
+from autograder.sources.release import SOLUTIONS
+from autograder.sources.zoo.mutants import apply
 
 from .conftest import KEYWORD, MUTANT
 
@@ -111,7 +112,8 @@ def test_the_zip_holds_what_gradescope_runs_and_no_reference(source):
     )
     names = {p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file()}
     assert not any(
-        n.startswith(("solutions/", "autograder/zoo/", "tests/engine/")) for n in names
+        n.startswith(("solutions/", "autograder/batches/zoo/", "tests/engine/"))
+        for n in names
     )
     assert {f"gradescope/{lock.name}" for lock in LOCKS} <= names
     assert (

@@ -5,7 +5,7 @@ site-packages and the standard library, and not a test file) into the examples i
 in-process run imports the student's package, an isolated run imports the sandbox instead, and
 every submission holds other constants, so the same derandomized test would draw other inputs
 from run to run and from student to student. No public setting turns the mixing off (checked in
-hypothesis 6.170's source), so ``autograder/plugin.py`` empties the private hook that collects
+hypothesis 6.170's source), so ``autograder/grading/plugin.py`` empties the private hook that collects
 them, and ``pyproject.toml`` pins the release whose hook that is.
 """
 
@@ -21,8 +21,8 @@ from pathlib import Path
 
 from hypothesis.errors import FlakyFailure
 
-from autograder.protocol import ErrorInfo, StudentError
-from autograder.runner import explain
+from autograder.facts.protocol import ErrorInfo, StudentError
+from autograder.sources.runner import explain
 
 from .conftest import Run
 
@@ -75,9 +75,11 @@ def draws_change_with_a_local_module(folder: Path, preamble: str = "") -> bool:
 
 def test_a_local_module_steers_hypothesis_unless_the_suite_stops_it(tmp_path):
     assert draws_change_with_a_local_module(tmp_path), (
-        "hypothesis no longer mixes in local constants: autograder/plugin.py need not stop it"
+        "hypothesis no longer mixes in local constants: autograder/grading/plugin.py need not stop it"
     )
-    assert not draws_change_with_a_local_module(tmp_path, "import autograder.plugin\n")
+    assert not draws_change_with_a_local_module(
+        tmp_path, "import autograder.grading.plugin\n"
+    )
 
 
 def test_pyproject_pins_the_hypothesis_installed():

@@ -4,6 +4,7 @@ maintainer can read ``autograder/`` from the modules nothing else needs up to th
 from __future__ import annotations
 
 import ast
+import re
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
@@ -70,42 +71,24 @@ def test_a_circle_is_found(tmp_path):
 
 
 #: The engine's rows from the bottom up, as docs/DESIGN.md draws them ("The engine's
-#: modules"): a module imports from its own row and the rows above it. A module is placed by
-#: its own name, else its package's.
-ROWS = (
-    (
-        "points",
-        "protocol",
-        "safe_text",
-        "shipped_tests",
-        "shipped_shapes",
-        "findings",
-        "progress",
-        "rules",
-        "stages",
-    ),
-    ("reader", "intake", "runner", "release", "zoo.mutants", "nbgrader.notebook"),
-    ("sandbox", "executor", "tripwire", "second_device"),
-    ("plugin", "grade", "diagnosis"),
-    ("report", "classreport", "gradescope", "shards"),
-    ("batch", "nbgrader", "zoo"),
-    ("cli", "check", "__main__"),
-)
+#: modules"): one folder of ``autograder/`` each, and a module imports from its own row and
+#: the rows above it.
+ROWS = ("facts", "sources", "sandbox", "grading", "outputs", "batches", "commands")
 
 
 def row_of(module: str) -> int:
+    """The row of an engine module: its folder's (``autograder.__main__``: the commands')."""
     parts = module.split(".")[1:]
-    for depth in range(len(parts), 0, -1):
-        name = ".".join(parts[:depth])
-        for number, row in enumerate(ROWS):
-            if name in row:
-                return number
-    return -1  # the package autograder itself
+    if parts == ["__main__"]:
+        return ROWS.index("commands")
+    return ROWS.index(parts[0]) if parts and parts[0] in ROWS else -1
 
 
 def test_each_module_imports_from_its_row_or_above():
     graph = engine_imports()
-    assert all(row_of(m) >= 0 for m in graph if m != "autograder"), "a module in no row"
+    assert [m for m in graph if m != "autograder" and row_of(m) < 0] == [], (
+        "a module in no row"
+    )
     below = sorted(
         f"{m} imports {d}"
         for m, deps in graph.items()
@@ -113,3 +96,23 @@ def test_each_module_imports_from_its_row_or_above():
         if row_of(d) > row_of(m)
     )
     assert below == []
+
+
+def test_the_folders_are_the_rows_design_draws():
+    """``autograder/`` holds one folder per row and nothing else but the package's face, and
+    docs/DESIGN.md's table names each folder's modules as they are."""
+    found = {
+        p.name for p in ENGINE.iterdir() if not p.name.startswith((".", "__pycache__"))
+    }
+    assert found == {*ROWS, "__init__.py", "__main__.py"}
+    design = (ENGINE.parent / "docs" / "DESIGN.md").read_text(encoding="utf-8")
+    for row in ROWS:
+        line = next(x for x in design.splitlines() if x.startswith(f"| `{row}/` |"))
+        named = set(re.findall(r"`([a-z_]+)/?`", line.split("|")[2]))
+        on_disk = {
+            p.stem
+            for p in (ENGINE / row).iterdir()
+            if p.name != "__init__.py"
+            and (p.suffix == ".py" or (p / "__init__.py").is_file())
+        }
+        assert named == on_disk, f"DESIGN.md's row {row}/"

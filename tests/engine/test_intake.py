@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder import intake
-from autograder.executor import InProcessSubmission
-from autograder.points import MODULES, PACKAGE
-from autograder.protocol import StudentError
-from autograder.runner import UNUSABLE_FILE
+from autograder.facts.points import MODULES, PACKAGE
+from autograder.facts.protocol import StudentError
+from autograder.sandbox.executor import InProcessSubmission
+from autograder.sources import intake
+from autograder.sources.runner import UNUSABLE_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / "solutions" / PACKAGE

@@ -30,24 +30,30 @@ if importlib.util.find_spec("nbgrader") is None:
 if TYPE_CHECKING:
     import nbformat
 
-from autograder import cli, grade
-from autograder.nbgrader import batch
-from autograder.nbgrader.course import (
+from autograder.batches.nbgrader import batch
+from autograder.batches.nbgrader.course import (
     CHECK_RUNTIME,
     CONFIG,
     NOTEBOOK_REQUIREMENTS,
     REQUIREMENTS,
     STUDENT_FILES,
 )
-from autograder.nbgrader.notebook import (
+from autograder.commands import cli
+from autograder.facts.points import PARTS, TOTAL_POINTS, part_of_file
+from autograder.grading import grade
+from autograder.sources.notebook import (
     NotebookError,
     build_notebook,
     check_cell_part,
     load_source,
 )
-from autograder.points import PARTS, TOTAL_POINTS, part_of_file
-from autograder.release import ORACLES, SOLUTIONS, find_leaks, strip_hidden_tests
-from autograder.zoo.mutants import CATALOGUE, apply
+from autograder.sources.release import (
+    ORACLES,
+    SOLUTIONS,
+    find_leaks,
+    strip_hidden_tests,
+)
+from autograder.sources.zoo.mutants import CATALOGUE, apply
 from tests.engine.conftest import Run
 
 pytestmark = [
@@ -77,15 +83,15 @@ TIMEOUT = 900  # seconds for one nbgrader command: generous, the machine may be 
 # grade. Each check cell would print full points, the check it runs (the release's, next to
 # the notebook) is replaced, and the bug is fixed on disk after the deadline.
 PATCH = f"""\
-import autograder.check
-from autograder.points import PARTS
+import autograder.commands.check
+from autograder.facts.points import PARTS
 
 
 def check_part(part):
     return PARTS[part].points
 
 
-autograder.check.check = lambda *args, **kwargs: 0
+autograder.commands.check.check = lambda *args, **kwargs: 0
 masks_py = HOME / "transformer_hw" / {MUTANT.file!r}
 masks_py.write_text(masks_py.read_text().replace({MUTANT.edits[0][1]!r}, {MUTANT.edits[0][0]!r}))
 print(f"patched, {{torch.get_num_threads()}} thread")
@@ -298,9 +304,9 @@ def code_windows(text: str, width: int = 3) -> set[tuple[str, ...]]:
 
 def secret_windows() -> set[tuple[str, ...]]:
     """Code of the answer key, the hidden tests and the bug zoo."""
-    graded, zoo = REPO / "tests" / "graded", REPO / "autograder" / "zoo"
+    graded, engine = REPO / "tests" / "graded", REPO / "autograder"
     secrets = code_windows((REPO / ORACLES).read_text(encoding="utf-8"))
-    for path in zoo.glob("*.py"):
+    for path in [*engine.glob("sources/zoo/*.py"), *engine.glob("batches/zoo/*.py")]:
         secrets |= code_windows(path.read_text(encoding="utf-8"))
     tests = [p.read_text(encoding="utf-8") for p in graded.glob("test_*.py")]
     hidden = set().union(*map(code_windows, tests))
@@ -363,7 +369,7 @@ def test_course_and_release_hold_what_the_check_cells_need_and_nothing_secret(
 def test_the_release_names_its_requirements():
     """``requirements.txt`` holds this project's own requirements and the notebook's (Jupyter
     among them), which the handout installs as its ``notebook`` extra."""
-    from autograder.nbgrader.course import requirements_text
+    from autograder.batches.nbgrader.course import requirements_text
 
     names = {
         re.split(r"[<>=;\s]", line, maxsplit=1)[0]
@@ -386,7 +392,9 @@ def test_the_release_names_its_requirements():
 
 
 def test_leak_assertions_can_fail(tmp_path):
-    shutil.copy(REPO / "autograder" / "zoo" / "mutants.py", tmp_path / "a.py")
+    shutil.copy(
+        REPO / "autograder" / "sources" / "zoo" / "mutants.py", tmp_path / "a.py"
+    )
     shutil.copy(REPO / "tests" / "graded" / "oracles.py", tmp_path / "b.py")
     shutil.copy(
         REPO / "tests" / "graded" / "test_part1_attention.py", tmp_path / "c.py"
@@ -542,7 +550,7 @@ def check_cells() -> list:
 def test_nbgrader_reads_our_outputs_as_partial_credit_and_failures_as_zero():
     from nbgrader.utils import determine_grade
 
-    from autograder.nbgrader import preprocessors
+    from autograder.batches.nbgrader import preprocessors
 
     cell = check_cells()[0]
     assert (
@@ -564,7 +572,7 @@ def test_nbgrader_reads_our_outputs_as_partial_credit_and_failures_as_zero():
 def test_a_grader_that_fails_scores_zero_in_every_part(monkeypatch, tmp_path):
     from nbgrader.utils import determine_grade
 
-    from autograder.nbgrader import preprocessors
+    from autograder.batches.nbgrader import preprocessors
 
     def broken(*args, **kwargs):
         raise RuntimeError("the grader fell over")
@@ -581,7 +589,7 @@ def test_a_grader_that_fails_scores_zero_in_every_part(monkeypatch, tmp_path):
 
 
 def test_a_grade_from_the_public_tests_alone_or_a_failed_one_is_refused():
-    from autograder.nbgrader import preprocessors
+    from autograder.batches.nbgrader import preprocessors
 
     public = [
         grade.TestResult(f"t{k}", f"test_{k}", k, p.points, False, True, "")
@@ -613,7 +621,7 @@ def graded_with_a_failing_hidden_test() -> grade.Graded:
 
 
 def test_the_check_cells_name_the_hidden_tests_only_once_released():
-    from autograder.nbgrader import preprocessors
+    from autograder.batches.nbgrader import preprocessors
 
     graded = graded_with_a_failing_hidden_test()
     for released in (False, True):
@@ -637,7 +645,7 @@ def test_the_check_cells_name_the_hidden_tests_only_once_released():
 
 
 def test_the_feedback_names_no_folder_of_the_grading_machine():
-    from autograder.nbgrader.feedback import without_paths
+    from autograder.batches.nbgrader.feedback import without_paths
 
     traceback = (
         "File \x1b[0;32m/home/prof/course/autograded/ada/transformer_hw/"

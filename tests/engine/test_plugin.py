@@ -1,4 +1,4 @@
-"""The graded suite's collection rules (``autograder/plugin.py``), run on small suites of our own.
+"""The graded suite's collection rules (``autograder/grading/plugin.py``), run on small suites of our own.
 
 Each suite is a copy of the plugin beside a ``graded/`` folder of made-up tests, run by pytest's
 own ``pytester``: points that do not add up to ``PARTS``, a test with two visibilities, a test
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.points import PACKAGE, PARTS
+from autograder.facts.points import PACKAGE, PARTS
 
 pytest_plugins = ["pytester"]
 
@@ -94,7 +94,7 @@ def test_a_pytest_plugin_installed_on_the_machine_changes_no_grade(
 ):
     """Only the suite's own plugins take part in a grade: a pytest plugin that happens to be
     installed (here one that reports every test passed) is not loaded by ``run_suite``."""
-    from autograder.runner import run_suite as run_graded_suite
+    from autograder.sources.runner import run_suite as run_graded_suite
 
     (tmp_path / "everything_passes.py").write_text(
         "import pytest\n\n\n"

@@ -1,4 +1,4 @@
-"""``autograder.points.PARTS`` is the one list of parts: the reference's modules, the README's
+"""``autograder.facts.points.PARTS`` is the one list of parts: the reference's modules, the README's
 points table, the graded tests, the forbidden-call rules, the contract, alice's example, the bug
 zoo and the notebook agree with it, and the total is whatever the parts add up to. Each check
 names the file that a new part left out (README.md, "Adding a part")."""
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder.nbgrader import notebook
-from autograder.points import MODULES, PACKAGE, PARTS, TOTAL_POINTS
-from autograder.rules import RULES, WITHOUT_RULES
-from autograder.zoo.mutants import CATALOGUE
+from autograder.facts.points import MODULES, PACKAGE, PARTS, TOTAL_POINTS
+from autograder.facts.rules import RULES, WITHOUT_RULES
+from autograder.sources import notebook
+from autograder.sources.zoo.mutants import CATALOGUE
 
 REPO = Path(__file__).resolve().parents[2]
 ALICE = REPO / "examples" / "submissions" / "alice_alternative_style" / PACKAGE
@@ -26,7 +26,9 @@ def test_every_module_of_the_reference_belongs_to_exactly_one_part():
     owned = Counter(PART_FILES)
     modules = {p.name for p in (REPO / "solutions" / PACKAGE).glob("*.py")}
     unowned = (modules - {"__init__.py"}) - set(owned)
-    assert not unowned, f"modules that no part owns: {unowned} (autograder/points.py)"
+    assert not unowned, (
+        f"modules that no part owns: {unowned} (autograder/facts/points.py)"
+    )
     lacking = sorted(f"solutions/{PACKAGE}/{f}" for f in set(owned) - modules)
     assert not lacking, f"files of a part that the reference lacks: {lacking}"
     assert [f for f, n in owned.items() if n > 1] == [], "files in two parts"
@@ -105,7 +107,7 @@ def test_the_graded_points_add_up_to_each_part():
     """Checked here as well as at collection, which checks an unfiltered run only."""
     wanted = {k: part.points for k, part in PARTS.items()}
     assert dict(graded_points()) == wanted, (
-        "test points per part differ from PARTS (autograder/points.py, "
+        "test points per part differ from PARTS (autograder/facts/points.py, "
         "tests/graded/test_part<N>_<topic>.py)"
     )
 
@@ -139,7 +141,7 @@ def test_every_part_file_says_what_it_may_not_call():
     out of both, a file's library attention would go unwatched and earn full marks."""
     undecided = sorted(set(PART_FILES) - set(RULES) - WITHOUT_RULES)
     assert not undecided, (
-        f"{undecided}: name the file in RULES or WITHOUT_RULES (autograder/rules.py)"
+        f"{undecided}: name the file in RULES or WITHOUT_RULES (autograder/facts/rules.py)"
     )
     assert not (set(RULES) | WITHOUT_RULES) - set(PART_FILES), (
         "rules for no part's file"
@@ -170,7 +172,7 @@ def test_the_bug_zoo_has_mistakes_of_every_part():
     """The zoo measures every part (each mutant's wording: tests/engine/test_diagnosis.py)."""
     missing = sorted(set(PARTS) - {m.part for m in CATALOGUE})
     assert not missing, (
-        f"parts {missing} have no mutant in CATALOGUE (autograder/zoo/mutants.py): add "
+        f"parts {missing} have no mutant in CATALOGUE (autograder/sources/zoo/mutants.py): add "
         "their typical mistakes, each with its WORDING"
     )
 

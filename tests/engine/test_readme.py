@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.cli import build_parser
-from autograder.points import PACKAGE, PARTS
-from autograder.release import SOLUTIONS
+from autograder.commands.cli import build_parser
+from autograder.facts.points import PACKAGE, PARTS
+from autograder.sources.release import SOLUTIONS
 
 REPO = Path(__file__).resolve().parents[2]
 STUDENT = "A student with the handout"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import intake, runner
-from autograder.gradescope import build_gradescope
-from autograder.release import (
+from autograder.outputs.gradescope import build_gradescope
+from autograder.sources import intake, runner
+from autograder.sources.release import (
     ASSIGNMENTS,
     ORACLES,
     REPO,
@@ -30,6 +30,9 @@ from autograder.release import (
 )
 
 from .conftest import Run
+
+#: The sandbox row's modules that run student code in-process too (``autograder check``).
+IN_PROCESS = ("__init__.py", "executor.py", "second_device.py")
 
 
 def test_assignments_are_generated_from_solutions():
@@ -102,11 +105,14 @@ def test_handout_has_stubs_public_tests_and_no_answers(handout):
     with zipfile.ZipFile(handout) as archive:
         names = archive.namelist()
     assert "handout/assignments/transformer_hw/charlm.py" in names
-    assert "handout/autograder/runner.py" in names
+    assert "handout/autograder/sources/runner.py" in names
     assert not [
         n
         for n in names
-        if "solutions" in n or "mutants" in n or "sandbox" in n or "oracles" in n
+        if "solutions" in n
+        or "mutants" in n
+        or "oracles" in n
+        or ("sandbox" in n and n.rpartition("/")[2] not in IN_PROCESS)
     ]
 
 
@@ -134,7 +140,7 @@ def test_the_handouts_install_lines_name_releases_their_index_holds():
     """The README's set-up takes torch's CPU build from PyTorch's index, and its fallback pins
     name versions an index serves: ``torch==2.13.0`` from that index, never the installed
     build's label (``2.13.0+cpu`` is no release of PyPI's)."""
-    from autograder.release.handout import EXAMPLE_TESTS, student_readme
+    from autograder.sources.release.handout import EXAMPLE_TESTS, student_readme
 
     text = student_readme(set(EXAMPLE_TESTS.values()), REPO / "tests" / "graded")
     assert f"pip install torch --index-url {TORCH_CPU_INDEX}\n" in text
@@ -366,7 +372,7 @@ def test_gradescope_zip_has_the_entry_points_and_no_solution(tmp_path):
     assert {
         "setup.sh",
         "run_autograder",
-        "autograder/cli.py",
+        "autograder/commands/cli.py",
         "tests/conftest.py",
     } <= names
     assert not [n for n in names if n.startswith("solutions/") or "mutants" in n]
@@ -387,7 +393,7 @@ def test_leak_check_finds_a_copied_solution_block(tmp_path):
 def test_answers_are_recorded_again_only_when_what_they_depend_on_changed(
     tmp_path, monkeypatch
 ):
-    from autograder import release
+    from autograder.sources import release
 
     repo = tmp_path / "repo"
     for name in ("tests/graded/test_a.py", "solutions/x.py", "autograder/y.py"):

@@ -1,4 +1,4 @@
-"""Student-controlled text leaves every output inert (``autograder.safe_text``).
+"""Student-controlled text leaves every output inert (``autograder.facts.safe_text``).
 
 A batch with a hostile extra file name, a hostile exception message and folder names that
 spreadsheets read as formulas is graded through the command line, and each output is opened
@@ -21,9 +21,10 @@ import pytest
 from markdown_it import MarkdownIt
 from rich.console import Console
 
-from autograder import cli, safe_text
-from autograder.points import PACKAGE, PARTS
-from autograder.release import SOLUTIONS
+from autograder.commands import cli
+from autograder.facts import safe_text
+from autograder.facts.points import PACKAGE, PARTS
+from autograder.sources.release import SOLUTIONS
 
 from .conftest import KEYWORD
 
@@ -261,7 +262,7 @@ def test_a_terminal_cell_prints_as_written():
 
 
 def test_a_notebook_error_shows_the_text_and_sends_no_command():
-    from autograder.nbgrader.preprocessors import GradingFailed, check_outputs
+    from autograder.batches.nbgrader.preprocessors import GradingFailed, check_outputs
 
     (error,) = check_outputs(
         4, PARTS[4].points, GradingFailed(f"`{EVIL_FILE}` left out")
@@ -271,7 +272,7 @@ def test_a_notebook_error_shows_the_text_and_sends_no_command():
 
 
 def test_the_smoke_grade_shows_a_failure_and_sends_no_command(tmp_path, capsys):
-    from autograder import gradescope
+    from autograder.outputs import gradescope
 
     results = tmp_path / "results.json"
     failed = {
@@ -335,8 +336,8 @@ def test_thousands_of_names_and_huge_messages_stay_small(graded):
 
 
 def test_no_submission_takes_an_outputs_name(graded):
-    from autograder import classreport, report, shards
-    from autograder.intake import RESERVED
+    from autograder.outputs import classreport, report, shards
+    from autograder.sources.intake import RESERVED
 
     out, _ = graded
     outputs = {report.GRADEBOOK, classreport.REPORT, shards.MANIFEST, *report.FILES}

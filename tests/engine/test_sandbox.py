@@ -23,13 +23,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from autograder import intake
-from autograder.points import PACKAGE
-from autograder.protocol import StudentError, expect_student_error
-from autograder.runner import SandboxUnavailable
+from autograder.facts.points import PACKAGE
+from autograder.facts.protocol import StudentError, expect_student_error
 from autograder.sandbox import bubblewrap, confine, hangs, template, template_client
 from autograder.sandbox import client as sandbox
 from autograder.sandbox.client import IsolatedSubmission, Limits
+from autograder.sources import intake
+from autograder.sources.runner import SandboxUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -700,7 +700,10 @@ def test_the_boundary_shows_only_python_and_the_engine(tmp_path):
         engine = hw.call("masks.listing", f"{bubblewrap.ENGINE_MOUNT}/autograder")
         assert "sandbox" in engine and "grade.py" in engine
         assert (
-            hw.call("masks.listing", f"{bubblewrap.ENGINE_MOUNT}/autograder/zoo") == []
+            hw.call(
+                "masks.listing", f"{bubblewrap.ENGINE_MOUNT}/autograder/batches/zoo"
+            )
+            == []
         )
         # Private to the worker: its own folder, and the way to Python where that is in /tmp.
         python = [Path(p) for p in (sys.prefix, sys.base_prefix)]
@@ -901,7 +904,7 @@ def test_a_forged_stack_dump_counts_no_hang():
     real = (
         "Thread 0x1 (most recent call first):\n"
         '  File "/tmp/submission/transformer_hw/attention.py", line 12 in softmax\n'
-        '  File "/opt/autograder-engine/autograder/executor.py", line 70 in _dispatch\n'
+        '  File "/opt/autograder-engine/autograder/sandbox/executor.py", line 70 in _dispatch\n'
     )
     assert hangs.outermost_student_frame(real) == [["attention.py", "softmax", 12]]
     forged = [

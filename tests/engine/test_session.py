@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder import grade
-from autograder.release import SOLUTIONS
-from autograder.runner import SuiteError, SuiteSession, run_suite
+from autograder.grading import grade
 from autograder.sandbox import template_client
-from autograder.zoo.mutants import CATALOGUE, apply
+from autograder.sources.release import SOLUTIONS
+from autograder.sources.runner import SuiteError, SuiteSession, run_suite
+from autograder.sources.zoo.mutants import CATALOGUE, apply
 
 REPO = Path(__file__).resolve().parents[2]
 #: Sandboxed, on the parts the mutant below breaks (and one it does not).
@@ -173,7 +173,7 @@ def test_grading_settings_reach_the_sandbox_as_the_suites_options(tmp_path):
         str(test),
         "-q",
         "-p",
-        "autograder.plugin",
+        "autograder.grading.plugin",
         "--submission",
         str(SOLUTIONS.parent),
     ]

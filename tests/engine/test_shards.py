@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cli, grade, shards
-from autograder.points import PACKAGE
-from autograder.release import SOLUTIONS
-from autograder.zoo.mutants import apply
+from autograder.commands import cli
+from autograder.facts.points import PACKAGE
+from autograder.grading import grade
+from autograder.outputs import shards
+from autograder.sources.release import SOLUTIONS
+from autograder.sources.zoo.mutants import apply
 
 from .conftest import KEYWORD, MUTANT
 

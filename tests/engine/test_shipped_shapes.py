@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.release import ReleaseError, build_handout, find_leaks
-from autograder.release.leaks import strip_hidden_tests
+from autograder.sources.release import ReleaseError, build_handout, find_leaks
+from autograder.sources.release.leaks import strip_hidden_tests
 
 REPO = Path(__file__).resolve().parents[2]
 TARGET = "tests/graded/test_part2_masks.py"

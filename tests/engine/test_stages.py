@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from autograder import stages
+from autograder.facts import stages
 
 
 def test_off_unless_a_folder_is_named(monkeypatch, tmp_path):

@@ -173,7 +173,7 @@ def in_loader_workers(f, x):
 
 SCRIPT = """
 import importlib, json, sys, torch
-from autograder import tripwire
+from autograder.sandbox import tripwire
 tripwire.install()
 root, cases = sys.argv[1], json.loads(sys.argv[2])
 sys.path.insert(0, root)
@@ -230,7 +230,7 @@ def test_an_allowed_call_is_not(charged, case):
 
 RECORD_SCRIPT = """
 import json, sys, torch
-from autograder import tripwire
+from autograder.sandbox import tripwire
 tripwire.install()
 root = sys.argv[1]
 sys.path.insert(0, root)
@@ -270,7 +270,7 @@ def test_a_refused_call_computes_nothing_even_when_caught_and_its_record_is_kept
 
 
 SET_TWICE = """
-from autograder import tripwire
+from autograder.sandbox import tripwire
 tripwire.watch("/a")
 try:
     tripwire.watch("/nowhere")
@@ -297,7 +297,7 @@ def test_the_watch_is_set_once():
 NAMESPACE_SCRIPT = """
 import math, torch
 import torch.nn.functional as F
-from autograder import tripwire
+from autograder.sandbox import tripwire
 tripwire.install()
 refused = []
 for name in ("__getattribute__", "__builtins__", "__dict__", "__setattr__", "__getstate__"):

@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 
-from autograder.protocol import ErrorInfo, Handle, HandleRef
+from autograder.facts.protocol import ErrorInfo, Handle, HandleRef
 from autograder.sandbox import wire
 
 CPU = torch.device("cpu")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.release import SOLUTIONS
-from autograder.zoo.mutants import CATALOGUE, Mutant, MutantError, apply
+from autograder.sources.release import SOLUTIONS
+from autograder.sources.zoo.mutants import CATALOGUE, Mutant, MutantError, apply
 
 from .conftest import SPREAD, grade_zoo, zoo_half
 

@@ -135,7 +135,7 @@ def assert_gradients(got: dict, expected: dict, what: str, of: str = "input") ->
         except AssertionError as wrong:
             # A fact, not a guess at its cause: a detached statistic and eps outside the
             # square root both do this, and replaying the test tells them apart
-            # (autograder/diagnosis.py).
+            # (autograder/grading/diagnosis.py).
             raise AssertionError(
                 f"{wrong}\nThe values are right but the gradient is not."
             ) from None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from autograder.protocol import expect_student_error
+from autograder.facts.protocol import expect_student_error
 from tests.graded.compare import LIKELY
 
 

@@ -6,14 +6,14 @@ code as a copy with gaps in memory, as a slice ``logits[:, :-1]`` has, and repor
 arguments the call changed. ``checked`` turns both into failures that name the mistake.
 
 ``hw.on_second_device`` (and ``handle.on_second_device``) runs a call with its tensors on a
-second device, which a machine without a GPU has too (``autograder.second_device``), and says
+second device, which a machine without a GPU has too (``autograder.sandbox.second_device``), and says
 where each tensor of the result is. ``on_second_device`` turns a tensor left on the CPU, or
 one mixed with the second device's, into a failure that names the mistake.
 """
 
 from __future__ import annotations
 
-from autograder.protocol import StudentError
+from autograder.facts.protocol import StudentError
 from tests.graded.compare import LIKELY
 
 VIEW = (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from autograder.protocol import StudentError
+from autograder.facts.protocol import StudentError
 from tests.graded.answers import losses_of
 from tests.graded.compare import LIKELY
 from tests.graded.strategies import random_state

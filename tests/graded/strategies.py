@@ -2,7 +2,7 @@
 
 Tensors are drawn on the CPU from a seeded ``torch.Generator`` and then moved to the device, so
 a test sees the same numbers on every run and on every device. Property tests use the
-``grading`` profile (registered in ``autograder/plugin.py``: derandomized, no deadline) with a small
+``grading`` profile (registered in ``autograder/grading/plugin.py``: derandomized, no deadline) with a small
 fixed ``max_examples`` each, so a grade never changes between runs.
 """
 

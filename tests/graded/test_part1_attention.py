@@ -12,7 +12,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autograder.protocol import expect_student_error
+from autograder.facts.protocol import expect_student_error
 from tests.graded.answers import (
     additive,
     attend,

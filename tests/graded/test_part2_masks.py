@@ -9,7 +9,7 @@ import pytest
 import torch
 from hypothesis import given
 
-from autograder.protocol import SECOND_DEVICE, expect_student_error
+from autograder.facts.protocol import SECOND_DEVICE, expect_student_error
 from tests.graded.answers import (
     attention_mask_oracle,
     attention_mask_suspects,

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autograder.protocol import SECOND_DEVICE, expect_student_error
+from autograder.facts.protocol import SECOND_DEVICE, expect_student_error
 from tests.graded.answers import (
     future,
     heads_no_transpose,

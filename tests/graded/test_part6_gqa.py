@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 
-from autograder.protocol import SECOND_DEVICE, StudentError
+from autograder.facts.protocol import SECOND_DEVICE, StudentError
 from tests.graded.answers import (
     gqa_oracle,
     gqa_suspects,

@@ -6,7 +6,7 @@ import contextlib
 import pytest
 import torch
 
-from autograder.protocol import SECOND_DEVICE, StudentError
+from autograder.facts.protocol import SECOND_DEVICE, StudentError
 from tests.graded.answers import (
     batch_oracle,
     ce,

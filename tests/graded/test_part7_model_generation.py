@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from autograder.protocol import SECOND_DEVICE
+from autograder.facts.protocol import SECOND_DEVICE
 from tests.graded.answers import (
     batch_oracle,
     encode,

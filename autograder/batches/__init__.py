@@ -1,0 +1,1 @@
+"""The batches row of the engine (docs/DESIGN.md)."""

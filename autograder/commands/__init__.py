@@ -1,0 +1,1 @@
+"""The commands row of the engine (docs/DESIGN.md)."""

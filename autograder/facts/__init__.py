@@ -1,0 +1,1 @@
+"""The facts row of the engine (docs/DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""The grading row of the engine (docs/DESIGN.md)."""

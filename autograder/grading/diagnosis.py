@@ -1,0 +1,396 @@
+"""Name the known mistake behind a failing graded test: replay the test's requests against the
+bug zoo and see whose answers are the student's.
+
+While a graded test runs, its ``hw`` keeps a ``Journal``: every request the test made (plain data
+and handles) and what came back, an answer or the kind of error raised. When the test fails, the
+grading process replays the journal against the reference and against every zoo mutant of the
+test's part (trusted code, run here in-process, never in the sandbox), in a staged copy of each.
+A mistake is named only when the reference's answers differ from the student's, and the mutants
+whose answers all agree with the student's (within the tolerance of each tensor's dtype) share
+one description: two descriptions, or none, name nothing.
+
+Replays cost only where a test fails, and only for mutants that can differ from the reference
+there: the reference's replay records which of its functions ran, and a mutant whose edits lie
+inside functions that never ran gives the reference's answers, so it is not replayed.
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import contextlib
+import random
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from autograder.facts.points import PACKAGE, PARTS
+from autograder.facts.protocol import Handle, StudentError, map_plain
+from autograder.sandbox.executor import Executor, InProcessSubmission
+from autograder.sources import runner
+from autograder.sources.release import SOLUTIONS
+from autograder.sources.zoo.mutants import CATALOGUE, Mutant, apply
+
+LIKELY = "Likely mistake:"  # as the graded suite introduces a diagnosis (runner.LIKELY)
+NO_MATCH = "No known mistake matches what your code did here."
+
+#: How far apart two values of a dtype may lie and still be the same answer: the graded
+#: suite's tolerances (tests/graded/compare.py), where rounding of a correct computation in
+#: another style stays about 100 times below. Half precision carries about 3 decimal digits.
+TOLERANCE = {
+    torch.float64: 1e-10,
+    torch.float32: 1e-5,
+    torch.float16: 1e-2,
+    torch.bfloat16: 1e-2,
+}
+#: A Python float may come from a float32 computation (``loss.item()``).
+FLOAT_TOLERANCE = TOLERANCE[torch.float32]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One request of a test and its outcome: an answer, or the kind of error it raised."""
+
+    op: str
+    target: Handle | None
+    name: str | None
+    args: tuple
+    kwargs: dict
+    answer: object
+    error: str | None
+    example: (
+        object  # the hypothesis example it belongs to (None outside property tests)
+    )
+
+
+class Journal:
+    """The requests of the test under way (``Submission.journal``): only those of its last
+    hypothesis example are kept, the one that failed."""
+
+    def __init__(self):
+        self.entries: list[Entry] = []
+
+    def __call__(self, op, target, name, args, kwargs, outcome) -> None:
+        example = _current_example()
+        if self.entries and self.entries[-1].example is not example:
+            self.entries = []
+        error = outcome.type_name if isinstance(outcome, StudentError) else None
+        self.entries.append(
+            Entry(
+                op,
+                target,
+                name,
+                _copied(args),
+                _copied(kwargs),
+                None if error else _copied(outcome),
+                error,
+                example,
+            )
+        )
+
+
+def _current_example():
+    from hypothesis.control import _current_build_context
+
+    return _current_build_context.value
+
+
+def _copied(value):
+    """The tensors inside ``value`` copied: the test may change its own tensors later."""
+    return map_plain(
+        value, lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v
+    )
+
+
+# What agrees with what ------------------------------------------------------------------------
+
+
+def agrees(student, candidate, handles: dict[int, Handle]) -> bool:
+    """The same answer up to rounding; a handle matches one of the same type, and the pair is
+    noted in ``handles`` (the student's handle id -> the candidate's handle)."""
+    if isinstance(student, Handle):
+        if not isinstance(candidate, Handle):
+            return False
+        if student.ref.type_name != candidate.ref.type_name:
+            return False
+        handles.setdefault(student.ref.id, candidate)
+        return handles[student.ref.id].ref == candidate.ref
+    if isinstance(student, torch.Tensor):
+        return isinstance(candidate, torch.Tensor) and _tensors_agree(
+            student, candidate
+        )
+    if isinstance(student, (list, tuple)):
+        return (
+            type(candidate) is type(student)
+            and len(candidate) == len(student)
+            and all(agrees(s, c, handles) for s, c in zip(student, candidate))
+        )
+    if isinstance(student, dict):
+        return (
+            isinstance(candidate, dict)
+            and candidate.keys() == student.keys()
+            and all(agrees(student[k], candidate[k], handles) for k in student)
+        )
+    if type(student) is float and type(candidate) is float:
+        return _tensors_agree(
+            torch.tensor(student, dtype=torch.float64),
+            torch.tensor(candidate, dtype=torch.float64),
+            FLOAT_TOLERANCE,
+        )
+    return type(student) is type(candidate) and student == candidate
+
+
+def _tensors_agree(a: torch.Tensor, b: torch.Tensor, tol: float | None = None) -> bool:
+    if (a.shape, a.dtype, a.device.type) != (b.shape, b.dtype, b.device.type):
+        return False
+    if not (a.is_floating_point() or a.is_complex()):
+        return torch.equal(a, b)
+    tol = TOLERANCE.get(a.dtype, TOLERANCE[torch.float32]) if tol is None else tol
+    return bool(torch.isclose(a, b, rtol=tol, atol=tol, equal_nan=True).all())
+
+
+# Candidates -----------------------------------------------------------------------------------
+
+
+class _Stage:
+    """The reference and every mutant staged once per process, in a folder of their own."""
+
+    def __init__(self):
+        self.root = Path(tempfile.mkdtemp(prefix="autograder-diagnosis-"))
+        atexit.register(shutil.rmtree, self.root, True)
+        self.reference = self.root / "reference"
+        shutil.copytree(SOLUTIONS, self.reference / PACKAGE)
+        self._mutants: dict[str, Path] = {}
+        self.reach = {m.name: edited_functions(m) for m in CATALOGUE}
+
+    def mutant(self, mutant: Mutant) -> Path:
+        if mutant.name not in self._mutants:
+            self._mutants[mutant.name] = apply(
+                mutant, SOLUTIONS, self.root / mutant.name
+            )
+        return self._mutants[mutant.name]
+
+
+_STAGE: _Stage | None = None
+
+
+def _stage() -> _Stage:
+    global _STAGE
+    if _STAGE is None:
+        _STAGE = _Stage()
+    return _STAGE
+
+
+def edited_functions(mutant: Mutant) -> frozenset[int] | None:
+    """The first lines (as ``co_firstlineno`` gives them) of the reference's functions that
+    hold the mutant's edits (a default in a signature acts only when its function is called),
+    or None when an edit lies outside every function, or in a decorator (a class or the module:
+    it acts whatever runs)."""
+    source = (SOLUTIONS / mutant.file).read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    functions = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    found = set()
+    for old, _ in mutant.edits:
+        # The lines the edit changes, without the line breaks around them.
+        at = source.index(old) + len(old) - len(old.lstrip("\n"))
+        start = source.count("\n", 0, at) + 1
+        end = start + old.strip("\n").count("\n")
+        inside = [
+            f for f in functions if f.lineno <= start and end <= (f.end_lineno or 0)
+        ]
+        if not inside:
+            return None
+        innermost = max(inside, key=lambda f: f.lineno)
+        found.add(
+            min([innermost.lineno, *(d.lineno for d in innermost.decorator_list)])
+        )
+    return frozenset(found)
+
+
+@contextlib.contextmanager
+def ran_functions(
+    package: Path,
+    ran: set[tuple[str, int]],
+    at_import: set[tuple[str, int]] | None = None,
+):
+    """Note ``(file name, first line)`` of every function of ``package`` that runs; those run
+    while a module of the package is being imported go to ``at_import``, where given. (A trace
+    function, not a profile one: it is called as each Python frame starts, where a profile
+    function is also called around every call into C, torch's operators included.)"""
+    prefix = str(package) + "/"
+    previous = sys.gettrace()
+
+    def importing(frame) -> bool:
+        while frame is not None:
+            code = frame.f_code
+            if code.co_name == "<module>" and code.co_filename.startswith(prefix):
+                return True
+            frame = frame.f_back
+        return False
+
+    def trace(frame, event, arg):
+        code = frame.f_code
+        if event == "call" and code.co_filename.startswith(prefix):
+            where = (Path(code.co_filename).name, code.co_firstlineno)
+            if at_import is not None and importing(frame.f_back):
+                at_import.add(where)
+            else:
+                ran.add(where)
+        # None: no tracing of the frame's lines
+
+    sys.settrace(trace)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+
+
+@contextlib.contextmanager
+def _grading_state_kept():
+    """Replays leave this process as they found it: the package a run in-process imported
+    (``Executor``), torch's and Python's random state, torch's default dtype."""
+    path, roots = list(sys.path), Executor._roots
+    modules = {
+        k: v
+        for k, v in sys.modules.items()
+        if k == PACKAGE or k.startswith(PACKAGE + ".")
+    }
+    rng, py_rng, dtype = (
+        torch.get_rng_state(),
+        random.getstate(),
+        torch.get_default_dtype(),
+    )
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        for k in [
+            k for k in sys.modules if k == PACKAGE or k.startswith(PACKAGE + ".")
+        ]:
+            del sys.modules[k]
+        sys.modules.update(modules)
+        sys.path[:] = path
+        Executor._roots = roots
+        torch.set_rng_state(rng)
+        random.setstate(py_rng)
+        torch.set_default_dtype(dtype)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+
+
+def replay(root: Path, entries: list[Entry], device) -> int | None:
+    """The index of the first request of ``entries`` that the submission at ``root`` answers
+    otherwise than the student's code did; None when it answers every one alike."""
+    handles: dict[int, Handle] = {}
+
+    def theirs(value):
+        if isinstance(value, Handle):
+            return handles[value.ref.id]  # KeyError: a handle the candidate never gave
+        return value
+
+    with InProcessSubmission(root, device) as hw:
+        for i, e in enumerate(entries):
+            try:
+                target = theirs(e.target)
+                args, kwargs = map_plain(e.args, theirs), map_plain(e.kwargs, theirs)
+            except KeyError:
+                return i
+            try:
+                answer, error = hw.request(e.op, target, e.name, *args, **kwargs), None
+            except StudentError as err:
+                answer, error = None, err.type_name
+            if error != e.error or not (error or agrees(e.answer, answer, handles)):
+                return i
+    return None
+
+
+#: The kind of error the sandbox gives a request whose process ended (``autograder.sandbox
+#: .client``): no candidate replayed in this process answers so, so no mistake can match.
+PROCESS_ENDED = "ProcessExit"
+
+
+def diagnose(entries: list[Entry], part: int, device) -> str | None:
+    """The description of the one known mistake of ``part`` whose mutants answer ``entries``
+    as the student did, where the reference does not; None when no single one does (at once
+    where the student's process ended: replaying every candidate would find none)."""
+    if not entries or any(entry.error == PROCESS_ENDED for entry in entries):
+        return None
+    stage = _stage()
+    ran: set[tuple[str, int]] = set()
+    with _grading_state_kept():
+        # Up to the first request it answers otherwise: a mutant whose edits did not run by
+        # then answers that one as the reference does, so it cannot be the student's mistake.
+        with ran_functions(stage.reference / PACKAGE, ran):
+            differs = replay(stage.reference, entries, device)
+        if differs is None:
+            return None
+        described = set()
+        for mutant in CATALOGUE:
+            if mutant.part != part or mutant.description in described:
+                continue
+            if not _may_differ(mutant, stage, ran):
+                continue
+            with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
+                if replay(stage.mutant(mutant), entries, device) is None:
+                    described.add(mutant.description)
+            if len(described) > 1:
+                return None
+    return described.pop() if described else None
+
+
+def _unchanged(submission: Path, part: int) -> bool:
+    """Whether the student's files of ``part`` are the reference's, byte for byte."""
+    for name in PARTS[part].files:
+        mine = submission / PACKAGE / name
+        if not mine.is_file() or mine.read_bytes() != (SOLUTIONS / name).read_bytes():
+            return False
+    return True
+
+
+def _may_differ(mutant: Mutant, stage: _Stage, ran: set[tuple[str, int]]) -> bool:
+    """Whether the mutant's edits can act on these requests: its edited functions ran in the
+    reference's replay (an edit outside every function always can)."""
+    lines = stage.reach[mutant.name]
+    return lines is None or any((mutant.file, line) in ran for line in lines)
+
+
+# The failure's message ------------------------------------------------------------------------
+
+
+def amended(
+    exc: BaseException,
+    journal: Journal,
+    part: int,
+    submission: Path,
+    device,
+    hidden: bool,
+):
+    """``exc`` with the diagnosis added to its message; ``exc`` itself where the suite named
+    a likely mistake, the student's code stopped at a stub, or the part's own files are the
+    reference's (``submission`` holds the student's ``transformer_hw/``): then the failure
+    comes from another part, whose feedback explains it. ``exc`` is an ``AssertionError``, a
+    ``StudentError`` or pytest's failure. A file the grader could not use ran no code: there
+    is nothing to diagnose."""
+    if runner.diagnosis(exc) or runner.student_error(exc) == "NotImplementedError":
+        return exc
+    if runner.unusable_file(exc) or _unchanged(submission, part):
+        return exc
+    message = runner.explain(exc, hidden)
+    found = diagnose(journal.entries, part, device)
+    line = f"{LIKELY} {found}" if found else NO_MATCH
+    if isinstance(exc, pytest.fail.Exception):
+        better = pytest.fail.Exception(f"{message}\n{line}", pytrace=False)
+    else:
+        better = AssertionError(f"{message}\n{line}")
+    # What the student's code raised stays behind it: its words are never taken for ours.
+    better.__cause__ = exc
+    return better

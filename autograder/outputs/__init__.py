@@ -1,0 +1,1 @@
+"""The outputs row of the engine (docs/DESIGN.md)."""

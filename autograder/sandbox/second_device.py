@@ -1,0 +1,186 @@
+"""A second device on a machine without a GPU, for SPEC.md's "works on any device".
+
+Code that makes a tensor without the input's device (``torch.arange(t)``, a mask on the CPU,
+batches never moved to the model) passes every test on the CPU, where every tensor is on the
+one device there is. Here a tensor can be on a second one: an ``Elsewhere`` tensor reports the
+``meta`` device and holds its values in a plain tensor beside it. Every operation that involves
+one is carried out on those values, as a real device carries it out, and refused as torch
+refuses it on a GPU when another tensor of the same operation lies on the CPU ("Expected all
+tensors to be on the same device"). While ``active``, a tensor made with ``device=`` the second
+device (``torch.arange(t, device=x.device)``, ``.to(x.device)``) is one too. So correct code in
+any style runs there with the values it has on the CPU (``.item()``, validation, sampling
+included), and code that forgets the device fails as it would on a GPU.
+
+Only the executor uses this, next to the student code; what leaves it is plain data
+(``brought_back``): the values, and the device each result tensor was on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from autograder.facts.protocol import SECOND_DEVICE as SECOND
+from autograder.facts.protocol import map_plain
+
+#: Operations torch carries out across devices: copies, and indexing with CPU indices.
+_ACROSS = {
+    torch.ops.aten.copy_.default,
+    torch.ops.aten._to_copy.default,
+    torch.ops.aten._local_scalar_dense.default,
+}
+_INDEXING = {
+    torch.ops.aten.index.Tensor,
+    torch.ops.aten.index_put.default,
+    torch.ops.aten.index_put_.default,
+    torch.ops.aten._index_put_impl_.default,
+}
+
+
+class Elsewhere(torch.Tensor):
+    """A tensor on the second device: it reports ``SECOND``; ``held`` holds its values."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, held: torch.Tensor):
+        return torch.Tensor._make_wrapper_subclass(
+            cls,
+            held.shape,
+            strides=held.stride(),
+            storage_offset=held.storage_offset(),
+            dtype=held.dtype,
+            device=SECOND,
+            requires_grad=held.requires_grad,
+        )
+
+    def __init__(self, held: torch.Tensor):
+        self.held = held
+
+    def __repr__(self) -> str:
+        return f"tensor on {SECOND} of shape {tuple(self.shape)} and {self.dtype}"
+
+    def tolist(self):  # torch refuses it to subclasses; a GPU's tensor has it
+        return self.held.tolist()
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return _run(func, args, kwargs or {})
+
+
+class _MakesOnSecond(TorchDispatchMode):
+    """Tensors made with ``device=SECOND`` are ``Elsewhere`` tensors."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """Otherwise torch wraps ``__torch_dispatch__`` to keep its compiler out of it, and
+        imports that compiler (a second of CPU) at the first call: nothing here is compiled.
+        (Where torch has no such switch, this is never called.)"""
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return _run(func, args, kwargs or {})
+
+
+#: Constructors from data, which copy the data to the device below the dispatch mode.
+_FROM_DATA = (torch.tensor, torch.as_tensor, torch.asarray)
+
+
+class _CopiesDataToSecond(TorchFunctionMode):
+    """``torch.tensor(data, device=SECOND)`` and its kin (``x.new_tensor(data)`` of a tensor
+    there): made on the CPU, then moved, so the values are kept."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor.new_tensor and isinstance(args[0], Elsewhere):
+            kwargs = {"dtype": args[0].dtype, "device": SECOND, **kwargs}
+            func, args = torch.tensor, args[1:]
+        if func in _FROM_DATA and _targets_second(kwargs.get("device")):
+            return Elsewhere(func(*args, **{**kwargs, "device": "cpu"}))
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def active():
+    """While inside, ``device=SECOND`` (a string or ``torch.device``) makes the second device's
+    tensors, and modules move there with ``.to(SECOND)``."""
+    with _CopiesDataToSecond(), _MakesOnSecond():
+        yield
+
+
+def _targets_second(device) -> bool:
+    return device is not None and torch.device(device) == SECOND
+
+
+def _run(func, args, kwargs):
+    """``func`` on the held values, or torch's refusal when devices mix."""
+    made_here = _targets_second(kwargs.get("device"))
+    checked = (args[:1] + args[2:], kwargs) if func in _INDEXING else (args, kwargs)
+    tensors = [t for t in tree_flatten(checked)[0] if isinstance(t, torch.Tensor)]
+    elsewhere = [t for t in tensors if isinstance(t, Elsewhere)]
+    if not elsewhere and not made_here:
+        return func(*args, **kwargs)
+    # A 0-dim CPU tensor mixes with any device, as a Python number does.
+    on_cpu = [t for t in tensors if not isinstance(t, Elsewhere) and t.dim() > 0]
+    if elsewhere and on_cpu and func not in _ACROSS:
+        raise RuntimeError(
+            "Expected all tensors to be on the same device, but found at least two "
+            f"devices, {SECOND.type} and {on_cpu[0].device}! ({func})"
+        )
+    if made_here:
+        kwargs = {**kwargs, "device": torch.device("cpu")}
+    leaves = func is torch.ops.aten._to_copy.default and "device" in kwargs
+    wrapper_of = {}
+
+    def held(value):
+        if isinstance(value, Elsewhere):
+            wrapper_of[id(value.held)] = value
+            return value.held
+        return value
+
+    out = func(*tree_map(held, args), **tree_map(held, kwargs))
+    if (leaves and not made_here) or func is torch.ops.aten._local_scalar_dense.default:
+        return out
+
+    def placed(value):
+        if isinstance(value, torch.Tensor) and not isinstance(value, Elsewhere):
+            wrapper = wrapper_of.get(
+                id(value)
+            )  # an in-place operation returns its input
+            return Elsewhere(value) if wrapper is None else wrapper
+        return value
+
+    return tree_map(placed, out)
+
+
+def moved(value):
+    """Every tensor in plain data moved to the second device."""
+    return map_plain(
+        value, lambda v: Elsewhere(v) if isinstance(v, torch.Tensor) else v
+    )
+
+
+def brought_back(value) -> tuple[object, list[tuple[str, str]]]:
+    """``(plain, devices)``: ``value`` with each tensor's values in place of the tensor, and
+    ``(label, device type)`` of each tensor, labelled ``result``, ``result[0]``, ... ."""
+    devices: list[tuple[str, str]] = []
+
+    def walk(v, label):
+        if isinstance(v, Elsewhere):
+            devices.append((label, SECOND.type))
+            return v.held.detach()
+        if isinstance(v, torch.Tensor):
+            devices.append((label, v.device.type))
+            return v
+        if isinstance(v, (list, tuple)):
+            items = [walk(item, f"{label}[{i}]") for i, item in enumerate(v)]
+            return items if isinstance(v, list) else tuple(items)
+        if isinstance(v, dict):
+            return {k: walk(item, f"{label}[{k!r}]") for k, item in v.items()}
+        return v
+
+    return walk(value, "result"), devices

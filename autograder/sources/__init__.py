@@ -1,0 +1,1 @@
+"""The sources row of the engine (docs/DESIGN.md)."""
