@@ -123,11 +123,35 @@ def clashing_names(sources: dict[str, str]) -> frozenset[str]:
 
 @functools.cache
 def _library_private_names() -> frozenset[str]:
-    """The private names that reach more than public names do, in the importable libraries as
-    this process has loaded them: a private name a module binds to an object no public name
-    binds (``torch._C``; not ``torch.types._device``, which is ``torch.device``), and the
-    private attributes of torch's tensors and modules."""
-    import torch  # the grading process has it already; a student file's reader does not
+    """``library_private_names`` as a fresh Python finds it, importing only the libraries a
+    student file may import: the answer never depends on what this process happens to have
+    loaded (a grading process or a test run loads more of torch). Once per process."""
+    code = (
+        "import json; from autograder.sources.reader import library_private_names; "
+        "print(json.dumps(sorted(library_private_names())))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+        cwd=_ENGINE_ROOT,
+    )
+    return frozenset(json.loads(done.stdout))
+
+
+def library_private_names() -> frozenset[str]:
+    """The private names that reach more than public names do, in the importable libraries
+    once imported: a private name a module binds to an object no public name binds
+    (``torch._C``; not ``torch.types._device``, which is ``torch.device``), and the private
+    attributes of torch's tensors and modules."""
+    for root in sorted(ROOTS):
+        try:
+            importlib.import_module(root)
+        except ImportError:  # an allowed library that is not installed reaches nothing
+            continue
+    import torch
 
     public: set[int] = set()
     private: dict[str, list[int]] = {}

@@ -698,13 +698,15 @@ def test_the_boundary_shows_only_python_and_the_engine(tmp_path):
     code = "import os\n\n\ndef listing(path):\n    return sorted(os.listdir(path))\n"
     with IsolatedSubmission(submission(tmp_path, masks=code)) as hw:
         engine = hw.call("masks.listing", f"{bubblewrap.ENGINE_MOUNT}/autograder")
-        assert "sandbox" in engine and "grade.py" in engine
-        assert (
-            hw.call(
-                "masks.listing", f"{bubblewrap.ENGINE_MOUNT}/autograder/batches/zoo"
-            )
-            == []
+        assert "sandbox" in engine and "grading" in engine
+        assert "grade.py" in hw.call(
+            "masks.listing", f"{bubblewrap.ENGINE_MOUNT}/autograder/grading"
         )
+        for zoo in bubblewrap.ZOO:  # both of the zoo's folders quote the reference
+            assert (
+                hw.call("masks.listing", f"{bubblewrap.ENGINE_MOUNT}/autograder/{zoo}")
+                == []
+            )
         # Private to the worker: its own folder, and the way to Python where that is in /tmp.
         python = [Path(p) for p in (sys.prefix, sys.base_prefix)]
         ways = {p.parts[2] for p in python if p.parts[:2] == ("/", "tmp")}
