@@ -45,6 +45,11 @@ NORMALIZATION = frozenset(
     | {"instance_norm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"}
     | {"LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d"}
     | {"local_response_norm", "LocalResponseNorm", "CrossMapLRN2d"}
+    | {
+        "renorm",
+        "_weight_norm",
+        "_weight_norm_interface",
+    }  # what divides by a norm for you
 )
 
 #: Words that name a library function of each family whatever else its name says (private
@@ -56,6 +61,10 @@ FAMILY_WORDS = {
         *("layer_norm", "layernorm", "rms_norm", "rmsnorm", "group_norm", "groupnorm"),
         *("batch_norm", "batchnorm", "instance_norm", "instancenorm"),
         *("local_response_norm", "localresponsenorm", "crossmaplrn"),
+        # a library function that divides by a norm or folds a batch norm for the caller
+        # (F.normalize, weight_norm, torch.nn.utils.fusion): named on library objects only,
+        # so a method of the student's own called normalize stays theirs
+        *("normalize", "weight_norm", "fuse_linear_bn", "fuse_conv_bn"),
     ),
 }
 

@@ -92,6 +92,17 @@ _WRITTEN_IN_PYTHON = (
         "SoftmaxTransform._call",
         "torch.distributions.transforms.SoftmaxTransform",
     ),
+    ("torch.nn.functional", "normalize", "torch.nn.functional.normalize"),
+    (
+        "torch.nn.utils.fusion",
+        "fuse_linear_bn_weights",
+        "torch.nn.utils.fusion.fuse_linear_bn_weights",
+    ),
+    (
+        "torch.nn.utils.fusion",
+        "fuse_conv_bn_weights",
+        "torch.nn.utils.fusion.fuse_conv_bn_weights",
+    ),
 )
 
 

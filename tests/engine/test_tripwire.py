@@ -67,6 +67,15 @@ CHARGED = [
     ("norm.py", "torch.nn.LocalResponseNorm(2)(x)"),
     ("norm.py", "torch.nn.CrossMapLRN2d(2)(x[None])"),
     ("norm.py", "torch.rms_norm(x.detach(), (4,))"),
+    # Libraries that divide by a norm or fold a batch norm for the caller.
+    ("norm.py", "torch.nn.functional.normalize(x, dim=-1)"),
+    ("norm.py", "torch.renorm(x, 2, 0, 1e-9)"),
+    ("norm.py", "torch._weight_norm(x, x[..., :1], 0)"),
+    (
+        "norm.py",
+        "torch.nn.utils.fusion.fuse_linear_bn_weights("
+        "x[0, :, :1], x[0, 0], x[0, 0], x[0, 0].abs(), 1e-5, x[0, 0], x[0, 0])[1]",
+    ),
     ("attention.py", "torch.distributions.transforms.SoftmaxTransform()(x)"),
     (
         "attention.py",
