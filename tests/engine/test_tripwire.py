@@ -73,8 +73,10 @@ CHARGED = [
     ("norm.py", "torch._weight_norm(x, x[..., :1], 0)"),
     (
         "norm.py",
-        "torch.nn.utils.fusion.fuse_linear_bn_weights("
-        "x[0, :, :1], x[0, 0], x[0, 0], x[0, 0].abs(), 1e-5, x[0, 0], x[0, 0])[1]",
+        (
+            "torch.nn.utils.fusion.fuse_linear_bn_weights("
+            "x[0, :, :1], x[0, 0], x[0, 0], x[0, 0].abs(), 1e-5, x[0, 0], x[0, 0])[1]"
+        ),
     ),
     ("attention.py", "torch.distributions.transforms.SoftmaxTransform()(x)"),
     (
