@@ -20,6 +20,7 @@ import ast
 import atexit
 import contextlib
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -31,8 +32,8 @@ import torch
 
 from autograder import runner
 from autograder.executor import Executor, InProcessSubmission
-from autograder.points import PACKAGE, PARTS
-from autograder.protocol import Handle, StudentError, map_plain
+from autograder.points import PACKAGE, PARTS, builds_on
+from autograder.protocol import ErrorInfo, Handle, StudentError, map_plain
 from autograder.release import SOLUTIONS
 from autograder.zoo.mutants import CATALOGUE, Mutant, apply
 
@@ -58,7 +59,8 @@ SECOND_DEVICE_TOLERANCE = TOLERANCE[torch.float32]
 
 @dataclass(frozen=True)
 class Entry:
-    """One request of a test and its outcome: an answer, or the kind of error it raised."""
+    """One request of a test and its outcome: an answer, or what the error it raised means
+    (``error_meaning``)."""
 
     op: str
     target: Handle | None
@@ -66,7 +68,7 @@ class Entry:
     args: tuple
     kwargs: dict
     answer: object
-    error: str | None
+    error: tuple[str, ...] | None
     example: (
         object  # the hypothesis example it belongs to (None outside property tests)
     )
@@ -74,10 +76,12 @@ class Entry:
 
 class Journal:
     """The requests of the test under way (``Submission.journal``): only those of its last
-    hypothesis example are kept, the one that failed."""
+    hypothesis example are kept, the one that failed. ``failed_parts``: the parts with a
+    failed test so far, in this submission."""
 
     def __init__(self):
         self.entries: list[Entry] = []
+        self.failed_parts: set[int] = set()
 
     def __call__(self, op, target, name, args, kwargs, outcome) -> None:
         if op == "probe":
@@ -85,7 +89,9 @@ class Journal:
         example = _current_example()
         if self.entries and self.entries[-1].example is not example:
             self.entries = []
-        error = outcome.type_name if isinstance(outcome, StudentError) else None
+        error = (
+            error_meaning(outcome.info) if isinstance(outcome, StudentError) else None
+        )
         self.entries.append(
             Entry(
                 op,
@@ -110,6 +116,54 @@ def _copied(value):
     """The tensors inside ``value`` copied: the test may change its own tensors later."""
     return map_plain(
         value, lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v
+    )
+
+
+# What an error means ---------------------------------------------------------------------------
+
+_FRAME = re.compile(
+    r'^  File "(?P<file>[^"]+)", line \d+, in (?P<function>\S+)\n(?P<line>    .*)?',
+    re.MULTILINE,
+)
+_NUMBER = re.compile(r"-?\b\d+(\.\d+)?(e-?\d+)?\b")
+#: What a message names besides its kind: the operation that failed (``(aten.add.Tensor)``,
+#: ``(when checking argument ... in method wrapper_CUDA_mm)``), at its end.
+_OPERATION = re.compile(r"\s*\((aten\.|when checking)[^()]*\)\s*$")
+
+
+def error_meaning(info: ErrorInfo) -> tuple[str, ...]:
+    """What an error means, beyond its type, so that two errors of one kind but of different
+    causes never match. An error the package's own code raises (``raise``, ``assert``) is
+    in words of its own, so it means the SPEC.md clause it enforces: that of the public
+    function (or method) that raised it, directly or through a private helper, by file and
+    name. An error of the library means its message with the numbers and the operation left
+    out ("The size of tensor a (#) must match ...", "Expected all tensors to be on the same
+    device ...")."""
+    frames = list(_FRAME.finditer(info.traceback))
+    own = [f for f in frames if _in_package(f["file"])]
+    statement = (frames[-1]["line"] or "").strip() if frames else ""
+    if own and frames[-1] is own[-1] and statement.startswith(("raise", "assert")):
+        public = [f for f in own if _public(f["function"])] or own
+        where = public[-1]
+        return (
+            info.type_name,
+            "raised in",
+            Path(where["file"]).name,
+            where["function"],
+        )
+    first = info.message.strip().splitlines()[0] if info.message.strip() else ""
+    return (info.type_name, _NUMBER.sub("#", _OPERATION.sub("", first)))
+
+
+def _in_package(file: str) -> bool:
+    """Whether a traceback's file is the package's (its path absolute in a replay, relative to
+    the worker's folder in the sandbox)."""
+    return PACKAGE in Path(file.replace("\\", "/")).parts[:-1]
+
+
+def _public(function: str) -> bool:
+    return not function.startswith("_") or (
+        function.startswith("__") and function.endswith("__")
     )
 
 
@@ -316,7 +370,7 @@ def replay(root: Path, entries: list[Entry], device) -> int | None:
             try:
                 answer, error = hw.request(e.op, target, e.name, *args, **kwargs), None
             except StudentError as err:
-                answer, error = None, err.type_name
+                answer, error = None, error_meaning(err.info)
             loosest = SECOND_DEVICE_TOLERANCE if e.op == "elsewhere" else 0.0
             if error != e.error or not (
                 error or agrees(e.answer, answer, handles, loosest)
@@ -380,11 +434,15 @@ def amended(
     device,
     hidden: bool,
 ):
-    """``exc`` with the diagnosis added to its message; ``exc`` itself where the suite named
-    a likely mistake, the student's code stopped at a stub, or the part's own files are the
-    reference's (``submission`` holds the student's ``transformer_hw/``): then the failure
-    comes from another part, whose feedback explains it. ``exc`` is an ``AssertionError``, a
-    ``StudentError`` or pytest's failure."""
+    """``exc`` with the diagnosis added to its message. A failure that may come from another
+    part names no mistake: where a part this one builds on has failed a test (``journal``'s
+    ``failed_parts``), ``exc`` without the suite's own likely mistake; where the part's own
+    files are the reference's, ``exc`` itself (the summary names the part to fix first). So
+    does a failure where the suite named a likely mistake or the student's code stopped at a
+    stub (``submission`` holds the student's ``transformer_hw/``). ``exc`` is an
+    ``AssertionError``, a ``StudentError`` or pytest's failure."""
+    if builds_on(part) & journal.failed_parts:
+        return _without_likely(exc, hidden)
     if runner.diagnosis(exc) or runner.student_error(exc) == "NotImplementedError":
         return exc
     if _unchanged(submission, part):
@@ -392,10 +450,35 @@ def amended(
     message = runner.explain(exc, hidden)
     found = diagnose(journal.entries, part, device)
     line = f"{LIKELY} {found}" if found else NO_MATCH
+    return _with_message(exc, f"{message}\n{line}")
+
+
+def _without_likely(exc: BaseException, hidden: bool):
+    """``exc`` without the suite's "Likely mistake" lines (the student's own words kept)."""
+    if not runner.diagnosis(exc):
+        return exc
+    message = runner.explain(exc, hidden)
+    while named := runner.diagnosis(_with_message(exc, message)):
+        lines = message.splitlines()
+        at = max(
+            (
+                i
+                for i, line in enumerate(lines)
+                if line.startswith(LIKELY) and named in line
+            ),
+            default=None,
+        )
+        if at is None:
+            break
+        message = "\n".join(lines[:at] + lines[at + 1 :])
+    return _with_message(exc, message)
+
+
+def _with_message(exc: BaseException, message: str):
     if isinstance(exc, pytest.fail.Exception):
-        better = pytest.fail.Exception(f"{message}\n{line}", pytrace=False)
+        better = pytest.fail.Exception(message, pytrace=False)
     else:
-        better = AssertionError(f"{message}\n{line}")
+        better = AssertionError(message)
     # What the student's code raised stays behind it: its words are never taken for ours.
     better.__cause__ = exc
     return better

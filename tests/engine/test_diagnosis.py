@@ -7,6 +7,7 @@ itself, on cheap parts, with mistakes it was not built from (alice's style)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import textwrap
 from pathlib import Path
@@ -17,7 +18,7 @@ import torch
 from autograder import diagnosis, runner, zoo
 from autograder.executor import InProcessSubmission
 from autograder.points import PACKAGE, PARTS
-from autograder.protocol import HandleRef
+from autograder.protocol import ErrorInfo, HandleRef, StudentError
 from autograder.release import SOLUTIONS
 from autograder.zoo import rates, reach
 from autograder.zoo.mutants import CATALOGUE, WORDING, Mutant
@@ -260,3 +261,84 @@ def test_a_mutant_is_graded_on_the_tests_that_run_its_edits():
     refeeds = MUTANTS["generate-refeeds-prefix"]
     found.at_import = {(refeeds.file, n) for n in diagnosis.edited_functions(refeeds)}
     assert found.tests_running(refeeds) == everything
+
+
+def _raised_info(type_name: str, message: str, frames: list[tuple[str, str, str]]):
+    """An ``ErrorInfo`` whose traceback holds ``frames``: ``(file, function, line)``."""
+    text = "".join(
+        f'  File "{f}", line 1, in {fn}\n    {line}\n' for f, fn, line in frames
+    )
+    return ErrorInfo(type_name, message, f"{text}{type_name}: {message}\n", ())
+
+
+def test_an_error_means_the_clause_its_own_code_raised_for():
+    """A ValueError of the package's own means the public function that raised it (through a
+    private helper too), whatever its words; one raised elsewhere means something else."""
+    helper = _raised_info(
+        "ValueError",
+        "lengths out of range",
+        [
+            ("transformer_hw/masks.py", "padding_mask", "_check(lengths, t)"),
+            ("transformer_hw/masks.py", "_check", "raise ValueError('...')"),
+        ],
+    )
+    direct = _raised_info(
+        "ValueError",
+        "a length of 0 is below 1",
+        [("/tmp/x/transformer_hw/masks.py", "padding_mask", "raise ValueError(")],
+    )
+    elsewhere = _raised_info(
+        "ValueError",
+        "a length of 0 is below 1",
+        [("/tmp/x/transformer_hw/gqa.py", "append", "raise ValueError(")],
+    )
+    meaning = diagnosis.error_meaning
+    assert meaning(helper) == meaning(direct) != meaning(elsewhere)
+
+
+def test_a_library_error_means_its_message_without_numbers_and_operation():
+    call = ("transformer_hw/gqa.py", "forward", "scores = scores + mask")
+    size = "The size of tensor a ({}) must match the size of tensor b ({}) at dim {}"
+    mixed = "Expected all tensors to be on the same device, but found {} ({})"
+    meaning = diagnosis.error_meaning
+    assert meaning(_raised_info("RuntimeError", size.format(4, 6, 3), [call])) == (
+        meaning(_raised_info("RuntimeError", size.format(2, 5, 1), [call]))
+    )
+    assert meaning(
+        _raised_info("RuntimeError", mixed.format("meta", "aten.add.Tensor"), [call])
+    ) == meaning(
+        _raised_info("RuntimeError", mixed.format("meta", "aten.mm.default"), [call])
+    )
+    assert meaning(_raised_info("RuntimeError", size.format(4, 6, 3), [call])) != (
+        meaning(_raised_info("RuntimeError", mixed.format("meta", "x"), [call]))
+    )
+
+
+def test_a_replay_matches_an_error_by_its_meaning_not_its_type():
+    """The reference raises causal_mask's ValueError; a ValueError the student's code raised
+    for another clause is another answer."""
+
+    def too_short(hw):
+        with contextlib.suppress(StudentError):
+            hw.call("masks.causal_mask", 3, 2)
+
+    entries = journal_of(SOLUTIONS.parent, too_short)
+    assert entries[0].error == ("ValueError", "raised in", "masks.py", "causal_mask")
+    assert diagnosis.replay(SOLUTIONS.parent, entries, "cpu") is None
+    other = dataclasses.replace(
+        entries[0], error=("ValueError", "raised in", "masks.py", "padding_mask")
+    )
+    assert diagnosis.replay(SOLUTIONS.parent, [other], "cpu") == 0
+
+
+def test_a_failure_after_a_part_it_builds_on_failed_names_no_mistake(tmp_path):
+    """Part 6 runs part 2's masks: once part 2 failed, part 6's failures may come from there,
+    so neither the suite's likely mistake nor a replay's is named."""
+    journal = diagnosis.Journal()
+    journal.failed_parts.add(2)
+    named = AssertionError("GQA output wrong\nLikely mistake: positions restart at 0")
+    amended = diagnosis.amended(named, journal, 6, tmp_path, "cpu", hidden=False)
+    assert str(amended) == "GQA output wrong"
+    assert diagnosis.LIKELY not in str(amended) and runner.diagnosis(amended) == ""
+    journal.failed_parts = {7}  # a later part: part 6 does not build on it
+    assert diagnosis.amended(named, journal, 6, tmp_path, "cpu", False) is named
