@@ -116,12 +116,38 @@ class _CopiesDataToSecond(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+_GENERATOR = torch.Generator
+
+
+class _AnyGenerator(type(_GENERATOR)):
+    """``isinstance`` and ``issubclass`` answer for every generator of torch's."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, _GENERATOR)
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return issubclass(sub, _GENERATOR)
+
+
+class _Generator(_GENERATOR, metaclass=_AnyGenerator):
+    """``torch.Generator`` while ``active``: one made for the second device draws on the CPU,
+    where that device's values are (``torch.Generator(device=x.device)``, as on a GPU)."""
+
+    def __new__(cls, device="cpu"):
+        return _GENERATOR("cpu" if _targets_second(device) else device)
+
+
 @contextlib.contextmanager
 def active():
-    """While inside, ``device=SECOND`` (a string or ``torch.device``) makes the second device's
-    tensors, and modules move there with ``.to(SECOND)``."""
-    with _CopiesDataToSecond(), _MakesOnSecond():
-        yield
+    """While inside, ``device=SECOND`` (a string or ``torch.device``, with an index or not)
+    makes the second device's tensors and generators, and modules move there with
+    ``.to(SECOND)``."""
+    torch.Generator = _Generator
+    try:
+        with _CopiesDataToSecond(), _MakesOnSecond():
+            yield
+    finally:
+        torch.Generator = _GENERATOR
 
 
 def _targets_second(device) -> bool:

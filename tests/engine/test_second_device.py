@@ -92,6 +92,26 @@ def test_a_view_made_under_inference_mode_of_an_earlier_tensor(x):
     assert values.tolist() == [0.0, 1.0, 2.0, 2.0]
 
 
+def test_a_generator_for_the_inputs_device_draws_there(x):
+    """``torch.Generator(device=x.device)`` works as on a GPU, and the generators torch made
+    before are generators still."""
+    made = torch.Generator(device=x.device).manual_seed(3)
+    drawn = torch.rand(4, generator=made, device=x.device)
+    assert isinstance(drawn, second_device.Elsewhere)
+    probs = x[0] + 1
+    picked = torch.multinomial(probs, 2, generator=made)
+    assert isinstance(picked, second_device.Elsewhere)
+    again = torch.Generator().manual_seed(3)
+    assert torch.equal(drawn.cpu(), torch.rand(4, generator=again))
+    assert isinstance(torch.default_generator, torch.Generator)
+
+
+def test_torch_is_left_as_it_was():
+    with second_device.active():
+        pass
+    assert torch.Generator is torch._C.Generator
+
+
 @pytest.mark.parametrize("style", DEVICE_STYLES)
 def test_correct_code_in_a_device_style_gets_full_marks(tmp_path, style, capsys):
     """Every graded test passes, on the CPU and the second device, and ``autograder check``
