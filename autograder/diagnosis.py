@@ -230,6 +230,7 @@ class _Stage:
         shutil.copytree(SOLUTIONS, self.reference / PACKAGE)
         self._mutants: dict[str, Path] = {}
         self.reach = {m.name: edited_functions(m) for m in CATALOGUE}
+        self.raises_in = {m.name: edited_names(m) for m in CATALOGUE}
 
     def mutant(self, mutant: Mutant) -> Path:
         if mutant.name not in self._mutants:
@@ -254,6 +255,23 @@ def edited_functions(mutant: Mutant) -> frozenset[int] | None:
     hold the mutant's edits (a default in a signature acts only when its function is called),
     or None when an edit lies outside every function, or in a decorator (a class or the module:
     it acts whatever runs)."""
+    found = _edited_definitions(mutant)
+    if found is None:
+        return None
+    return frozenset(
+        min([f.lineno, *(d.lineno for d in f.decorator_list)]) for f in found
+    )
+
+
+def edited_names(mutant: Mutant) -> frozenset[tuple[str, str]]:
+    """``(file, name)`` of the reference's functions that hold the mutant's edits: where an
+    error the mistake itself raises comes from."""
+    return frozenset((mutant.file, f.name) for f in _edited_definitions(mutant) or ())
+
+
+def _edited_definitions(mutant: Mutant) -> list[ast.FunctionDef] | None:
+    """The innermost function of the reference holding each of the mutant's edits; None when
+    an edit lies outside every function."""
     source = (SOLUTIONS / mutant.file).read_text(encoding="utf-8")
     tree = ast.parse(source)
     functions = [
@@ -261,7 +279,7 @@ def edited_functions(mutant: Mutant) -> frozenset[int] | None:
         for node in ast.walk(tree)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     ]
-    found = set()
+    found = []
     for old, _ in mutant.edits:
         # The lines the edit changes, without the line breaks around them.
         at = source.index(old) + len(old) - len(old.lstrip("\n"))
@@ -272,11 +290,8 @@ def edited_functions(mutant: Mutant) -> frozenset[int] | None:
         ]
         if not inside:
             return None
-        innermost = max(inside, key=lambda f: f.lineno)
-        found.add(
-            min([innermost.lineno, *(d.lineno for d in innermost.decorator_list)])
-        )
-    return frozenset(found)
+        found.append(max(inside, key=lambda f: f.lineno))
+    return found
 
 
 @contextlib.contextmanager
@@ -350,9 +365,9 @@ def _grading_state_kept():
             torch.cuda.set_rng_state_all(cuda)
 
 
-def replay(root: Path, entries: list[Entry], device) -> int | None:
-    """The index of the first request of ``entries`` that the submission at ``root`` answers
-    otherwise than the student's code did; None when it answers every one alike."""
+def _alike(root: Path, entries: list[Entry], device):
+    """Per request of ``entries``, in order, whether the submission at ``root`` answers it as
+    the student's code did (a generator: closing it ends the replay)."""
     handles: dict[int, Handle] = {}
 
     def theirs(value):
@@ -361,50 +376,101 @@ def replay(root: Path, entries: list[Entry], device) -> int | None:
         return value
 
     with InProcessSubmission(root, device) as hw:
-        for i, e in enumerate(entries):
+        for e in entries:
             try:
                 target = theirs(e.target)
                 args, kwargs = map_plain(e.args, theirs), map_plain(e.kwargs, theirs)
             except KeyError:
-                return i
+                yield False
+                continue
             try:
                 answer, error = hw.request(e.op, target, e.name, *args, **kwargs), None
             except StudentError as err:
                 answer, error = None, error_meaning(err.info)
             loosest = SECOND_DEVICE_TOLERANCE if e.op == "elsewhere" else 0.0
-            if error != e.error or not (
+            yield error == e.error and bool(
                 error or agrees(e.answer, answer, handles, loosest)
-            ):
-                return i
-    return None
+            )
+
+
+def replay(
+    root: Path, entries: list[Entry], device, alike: frozenset[int] = frozenset()
+) -> list[int] | None:
+    """The requests of ``entries`` that the submission at ``root`` answers otherwise than the
+    student's code did, where all of them are in ``alike``; None at the first one that is
+    not (``replay(...) == []``: every one answered alike)."""
+    differs = []
+    with contextlib.closing(_alike(root, entries, device)) as answers:
+        for i, same in enumerate(answers):
+            if not same:
+                if i not in alike:
+                    return None
+                differs.append(i)
+    return differs
 
 
 def diagnose(entries: list[Entry], part: int, device) -> str | None:
     """The description of the one known mistake of ``part`` whose mutants answer ``entries``
-    as the student did, where the reference does not; None when no single one does."""
+    as the student did, where the reference does not; None when no single one does.
+
+    A mutant that answers every request alike is preferred; failing one, a mutant may answer
+    otherwise where the student's code answers as the reference does (the mistake made in
+    fewer places than the mutant makes it: in one branch of two, or beside code of its own).
+    Either way it answers alike every request the reference answers otherwise, and one of
+    those is a value, or an error raised in a function its edits lie in: an error alike that
+    comes from elsewhere shows a symptom several causes share (a mask of the wrong shape from
+    a mask or from positions restarting at 0), never which of them it is."""
     if not entries:
         return None
     stage = _stage()
     ran: set[tuple[str, int]] = set()
+    reached: set[tuple[str, int]] | None = None
+    alike: set[int] = set()
     with _grading_state_kept():
         # Up to the first request it answers otherwise: a mutant whose edits did not run by
         # then answers that one as the reference does, so it cannot be the student's mistake.
-        with ran_functions(stage.reference / PACKAGE, ran):
-            differs = replay(stage.reference, entries, device)
-        if differs is None:
+        with (
+            ran_functions(stage.reference / PACKAGE, ran),
+            contextlib.closing(_alike(stage.reference, entries, device)) as answers,
+        ):
+            for i, same in enumerate(answers):
+                if same:
+                    alike.add(i)
+                elif reached is None:
+                    reached = set(ran)
+        if reached is None:
             return None
-        described = set()
+        otherwise = [entries[i].error for i in range(len(entries)) if i not in alike]
+        exact, partly = set(), set()
         for mutant in CATALOGUE:
-            if mutant.part != part or mutant.description in described:
+            if mutant.part != part or mutant.description in exact:
                 continue
-            if not _may_differ(mutant, stage, ran):
+            if not _may_differ(mutant, stage, reached):
+                continue
+            if all(otherwise) and not _raised_by_its_edits(mutant, stage, otherwise):
                 continue
             with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
-                if replay(stage.mutant(mutant), entries, device) is None:
-                    described.add(mutant.description)
-            if len(described) > 1:
+                differs = replay(
+                    stage.mutant(mutant), entries, device, frozenset(alike)
+                )
+                if differs == []:
+                    exact.add(mutant.description)
+                elif differs is not None:
+                    partly.add(mutant.description)
+            if len(exact) > 1:
                 return None
-    return described.pop() if described else None
+    found = exact or partly
+    return found.pop() if len(found) == 1 else None
+
+
+def _raised_by_its_edits(mutant: Mutant, stage: _Stage, errors) -> bool:
+    """Whether one of ``errors`` (what the student's code raised where the reference answers
+    otherwise) is the mutant's own: a raise of the package's in a function its edits lie in."""
+    return any(
+        error[1:2] == ("raised in",)
+        and (error[2], error[3]) in stage.raises_in[mutant.name]
+        for error in errors
+    )
 
 
 def _unchanged(submission: Path, part: int) -> bool:

@@ -324,11 +324,11 @@ def test_a_replay_matches_an_error_by_its_meaning_not_its_type():
 
     entries = journal_of(SOLUTIONS.parent, too_short)
     assert entries[0].error == ("ValueError", "raised in", "masks.py", "causal_mask")
-    assert diagnosis.replay(SOLUTIONS.parent, entries, "cpu") is None
+    assert diagnosis.replay(SOLUTIONS.parent, entries, "cpu") == []
     other = dataclasses.replace(
         entries[0], error=("ValueError", "raised in", "masks.py", "padding_mask")
     )
-    assert diagnosis.replay(SOLUTIONS.parent, [other], "cpu") == 0
+    assert diagnosis.replay(SOLUTIONS.parent, [other], "cpu") is None
 
 
 def test_a_failure_after_a_part_it_builds_on_failed_names_no_mistake(tmp_path):
@@ -342,3 +342,64 @@ def test_a_failure_after_a_part_it_builds_on_failed_names_no_mistake(tmp_path):
     assert diagnosis.LIKELY not in str(amended) and runner.diagnosis(amended) == ""
     journal.failed_parts = {7}  # a later part: part 6 does not build on it
     assert diagnosis.amended(named, journal, 6, tmp_path, "cpu", False) is named
+
+
+def _reference_with(tmp_path: Path, file: str, old: str, new: str) -> Path:
+    """The reference with one edit, as a submission's folder."""
+    mutant = Mutant("edited", file, ((old, new),), 0, "")
+    return zoo.mutants.apply(mutant, SOLUTIONS, tmp_path / "edited")
+
+
+def test_a_mistake_made_in_fewer_places_than_its_mutant_is_named(tmp_path):
+    """The offset ignored only where it exceeds 2: the mutant answers causal_mask(2, 3)
+    otherwise, where the student's code answers as the reference does, and every answer the
+    reference gives otherwise is the mutant's."""
+    folder = _reference_with(
+        tmp_path,
+        "masks.py",
+        "[:, None] + (t_k - t_q)",
+        "[:, None] + (t_k - t_q if t_k - t_q <= 2 else 0)",
+    )
+
+    def offsets(hw):
+        hw.call("masks.causal_mask", 2, 3)
+        hw.call("masks.causal_mask", 2, 5)
+
+    found = diagnosis.diagnose(journal_of(folder, offsets), 2, "cpu")
+    assert found == MUTANTS["causal-ignores-offset"].description
+
+
+def test_an_error_alike_from_outside_the_mutants_edits_names_no_mistake(tmp_path):
+    """A chunk's mask built for the chunk alone (causal_mask(t) with a cache) makes the
+    attention refuse the mask; positions restarting at 0 make it refuse the same mask. The
+    error alike is a symptom both share, raised far from either edit: nothing is named."""
+    folder = _reference_with(
+        tmp_path,
+        "charlm.py",
+        "mask = causal_mask(t, start + t, device=idx.device)",
+        "mask = causal_mask(t, device=idx.device)",
+    )
+    idx = torch.tensor([[3, 1, 4, 1, 5, 2, 6]])
+
+    with InProcessSubmission(SOLUTIONS.parent) as hw:
+        torch.manual_seed(0)
+        built = hw.new("charlm.CharLM", 8, d_model=8, n_heads=2, n_layers=1, d_ff=8)
+        state = built.call("state_dict")
+
+    def chunks(hw):
+        model = hw.new("charlm.CharLM", 8, d_model=8, n_heads=2, n_layers=1, d_ff=8)
+        model.load_state(dict(state))
+        caches = model.call("make_caches", 1)
+        model(idx[:, :4], caches=caches)
+        with contextlib.suppress(StudentError):
+            model(idx[:, 4:], caches=caches)
+
+    entries = journal_of(folder, chunks)
+    assert entries[-1].error[:2] == ("ValueError", "raised in")
+    positions = _reference_with(
+        tmp_path / "positions",
+        "charlm.py",
+        *MUTANTS["cached-forward-wrong-positions"].edits[0],
+    )
+    assert diagnosis.replay(positions, entries, "cpu") == []  # the same answers
+    assert diagnosis.diagnose(entries, 7, "cpu") is None
