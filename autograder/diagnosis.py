@@ -409,9 +409,14 @@ def replay(
     return differs
 
 
-def diagnose(entries: list[Entry], part: int, device) -> str | None:
+def diagnose(
+    entries: list[Entry], part: int, device, earlier: frozenset[int] = frozenset()
+) -> str | None:
     """The description of the one known mistake of ``part`` whose mutants answer ``entries``
-    as the student did, where the reference does not; None when no single one does.
+    as the student did, where the reference does not; None when no single one does. Where
+    none of ``part`` does, one of the ``earlier`` parts' (parts it builds on whose tests have
+    not failed): their mistake made in this part's code, a scale left out in the heads and not
+    in the attention.
 
     A mutant that answers every request alike is preferred; failing one, a mutant may answer
     otherwise where the student's code answers as the reference does (the mistake made in
@@ -441,25 +446,38 @@ def diagnose(entries: list[Entry], part: int, device) -> str | None:
         if reached is None:
             return None
         otherwise = [entries[i].error for i in range(len(entries)) if i not in alike]
-        exact, partly = set(), set()
-        for mutant in CATALOGUE:
-            if mutant.part != part or mutant.description in exact:
-                continue
-            if not _may_differ(mutant, stage, reached):
-                continue
-            if all(otherwise) and not _raised_by_its_edits(mutant, stage, otherwise):
-                continue
-            with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
-                differs = replay(
-                    stage.mutant(mutant), entries, device, frozenset(alike)
-                )
-                if differs == []:
-                    exact.add(mutant.description)
-                elif differs is not None:
-                    partly.add(mutant.description)
-            if len(exact) > 1:
-                return None
+        for parts in ({part}, set(earlier) - {part}):
+            candidates = [
+                m
+                for m in CATALOGUE
+                if m.part in parts
+                and _may_differ(m, stage, reached)
+                and (not all(otherwise) or _raised_by_its_edits(m, stage, otherwise))
+            ]
+            found = _one_description(candidates, stage, entries, device, alike)
+            if found != "":
+                return found
+    return None
+
+
+def _one_description(candidates, stage, entries, device, alike) -> str | None:
+    """The one description of the ``candidates`` that answer ``entries`` alike (exactly, or
+    else otherwise only where ``alike``); None where two do, "" where none does."""
+    exact, partly = set(), set()
+    for mutant in candidates:
+        if mutant.description in exact:
+            continue
+        with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
+            differs = replay(stage.mutant(mutant), entries, device, frozenset(alike))
+            if differs == []:
+                exact.add(mutant.description)
+            elif differs is not None:
+                partly.add(mutant.description)
+        if len(exact) > 1:
+            return None
     found = exact or partly
+    if not found:
+        return ""
     return found.pop() if len(found) == 1 else None
 
 
@@ -514,7 +532,7 @@ def amended(
     if _unchanged(submission, part):
         return exc
     message = runner.explain(exc, hidden)
-    found = diagnose(journal.entries, part, device)
+    found = diagnose(journal.entries, part, device, frozenset(builds_on(part)))
     line = f"{LIKELY} {found}" if found else NO_MATCH
     return _with_message(exc, f"{message}\n{line}")
 

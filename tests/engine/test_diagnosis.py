@@ -403,3 +403,54 @@ def test_an_error_alike_from_outside_the_mutants_edits_names_no_mistake(tmp_path
     )
     assert diagnosis.replay(positions, entries, "cpu") == []  # the same answers
     assert diagnosis.diagnose(entries, 7, "cpu") is None
+
+
+def test_a_part_building_on_one_that_failed_later_keeps_no_name():
+    """Public tests run before hidden ones: part 2's hidden failure comes after part 6's
+    public one, and takes part 6's likely mistake away once the results are in."""
+
+    def result(part, passed, message="", hidden=False):
+        return runner.TestResult(
+            f"t{part}{hidden}", "t", part, 1, hidden, passed, message, diagnosis=message
+        )
+
+    named = f"GQA output wrong\n{diagnosis.LIKELY} positions restart at 0"
+    results = {
+        "a": result(6, False, named),
+        "b": result(2, False, "causal_mask wrong", hidden=True),
+        "c": result(1, False, f"softmax wrong\n{diagnosis.LIKELY} no max subtracted"),
+    }
+    by_part = {t.part: t for t in runner._sorted(results)}
+    assert by_part[6].message == "GQA output wrong" and not by_part[6].diagnosis
+    assert by_part[1].message == results["c"].message  # part 1 builds on no part
+
+
+def test_an_earlier_parts_mistake_made_in_this_parts_code_is_named(tmp_path):
+    """The heads undo the attention's scale (a mistake of part 1 made in part 3's code):
+    no part 3 mutant answers so, part 1's unscaled attention does."""
+    folder = _reference_with(
+        tmp_path,
+        "heads.py",
+        "        q = split_heads(self.q_proj(x), self.n_heads)  # (B, h, Tq, d_h)",
+        "        q = split_heads(self.q_proj(x), self.n_heads) * self.d_head**0.5",
+    )
+    x = torch.randn(2, 3, 8, dtype=torch.float64)
+
+    def attend(hw):
+        torch.manual_seed(1)
+        heads = hw.new("heads.MultiHeadAttention", 8, 2)
+        heads.call("double")
+        state = {k: torch.randn(s, dtype=torch.float64) for k, s in SHAPES.items()}
+        heads.load_state(state)
+        heads(x)
+
+    entries = journal_of(folder, attend)
+    assert diagnosis.diagnose(entries, 3, "cpu") is None
+    found = diagnosis.diagnose(entries, 3, "cpu", frozenset({1, 2}))
+    assert found == MUTANTS["no-scale"].description
+
+
+SHAPES = {
+    **{f"{p}_proj.weight": (8, 8) for p in ("q", "k", "v", "out")},
+    **{f"{p}_proj.bias": (8,) for p in ("q", "k", "v", "out")},
+}
