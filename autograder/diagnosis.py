@@ -72,6 +72,7 @@ class Entry:
     example: (
         object  # the hypothesis example it belongs to (None outside property tests)
     )
+    where: tuple[str, str] | None = None  # ``raised_where`` of its error
 
 
 class Journal:
@@ -89,9 +90,8 @@ class Journal:
         example = _current_example()
         if self.entries and self.entries[-1].example is not example:
             self.entries = []
-        error = (
-            error_meaning(outcome.info) if isinstance(outcome, StudentError) else None
-        )
+        raised = isinstance(outcome, StudentError)
+        error = error_meaning(outcome.info) if raised else None
         self.entries.append(
             Entry(
                 op,
@@ -102,6 +102,7 @@ class Journal:
                 None if error else _copied(outcome),
                 error,
                 example,
+                raised_where(outcome.info) if raised else None,
             )
         )
 
@@ -140,19 +141,24 @@ def error_meaning(info: ErrorInfo) -> tuple[str, ...]:
     out ("The size of tensor a (#) must match ...", "Expected all tensors to be on the same
     device ...")."""
     frames = list(_FRAME.finditer(info.traceback))
-    own = [f for f in frames if _in_package(f["file"])]
     statement = (frames[-1]["line"] or "").strip() if frames else ""
-    if own and frames[-1] is own[-1] and statement.startswith(("raise", "assert")):
-        public = [f for f in own if _public(f["function"])] or own
-        where = public[-1]
-        return (
-            info.type_name,
-            "raised in",
-            Path(where["file"]).name,
-            where["function"],
-        )
+    where = raised_where(info)
+    own = bool(frames) and _in_package(frames[-1]["file"])
+    if own and where and statement.startswith(("raise", "assert")):
+        return (info.type_name, "raised in", *where)
     first = info.message.strip().splitlines()[0] if info.message.strip() else ""
     return (info.type_name, _NUMBER.sub("#", _OPERATION.sub("", first)))
+
+
+def raised_where(info: ErrorInfo) -> tuple[str, str] | None:
+    """``(file, function)``: the package's public function (or method) in which the error
+    arose, itself or through a private helper, or through the library it called; None when it
+    arose outside the package."""
+    own = [f for f in _FRAME.finditer(info.traceback) if _in_package(f["file"])]
+    if not own:
+        return None
+    where = ([f for f in own if _public(f["function"])] or own)[-1]
+    return (Path(where["file"]).name, where["function"])
 
 
 def _in_package(file: str) -> bool:
@@ -230,7 +236,9 @@ class _Stage:
         shutil.copytree(SOLUTIONS, self.reference / PACKAGE)
         self._mutants: dict[str, Path] = {}
         self.reach = {m.name: edited_functions(m) for m in CATALOGUE}
-        self.raises_in = {m.name: edited_names(m) for m in CATALOGUE}
+        self.raises_in = {
+            m.name: edited_names(m) for m in CATALOGUE
+        }  # (file, function)
 
     def mutant(self, mutant: Mutant) -> Path:
         if mutant.name not in self._mutants:
@@ -422,42 +430,77 @@ def diagnose(
     otherwise where the student's code answers as the reference does (the mistake made in
     fewer places than the mutant makes it: in one branch of two, or beside code of its own).
     Either way it answers alike every request the reference answers otherwise, and one of
-    those is a value, or an error raised in a function its edits lie in: an error alike that
+    those is a value, or an error that arose in a function its edits lie in: an error alike that
     comes from elsewhere shows a symptom several causes share (a mask of the wrong shape from
     a mask or from positions restarting at 0), never which of them it is."""
     if not entries:
         return None
     stage = _stage()
-    ran: set[tuple[str, int]] = set()
-    reached: set[tuple[str, int]] | None = None
-    alike: set[int] = set()
     with _grading_state_kept():
-        # Up to the first request it answers otherwise: a mutant whose edits did not run by
-        # then answers that one as the reference does, so it cannot be the student's mistake.
-        with (
-            ran_functions(stage.reference / PACKAGE, ran),
-            contextlib.closing(_alike(stage.reference, entries, device)) as answers,
-        ):
-            for i, same in enumerate(answers):
-                if same:
-                    alike.add(i)
-                elif reached is None:
-                    reached = set(ran)
+        alike, reached = _reference_replay(stage, entries, device)
         if reached is None:
             return None
-        otherwise = [entries[i].error for i in range(len(entries)) if i not in alike]
+        otherwise = [entries[i] for i in range(len(entries)) if i not in alike]
         for parts in ({part}, set(earlier) - {part}):
             candidates = [
                 m
                 for m in CATALOGUE
                 if m.part in parts
                 and _may_differ(m, stage, reached)
-                and (not all(otherwise) or _raised_by_its_edits(m, stage, otherwise))
+                and _shown_by(m, stage, otherwise)
             ]
             found = _one_description(candidates, stage, entries, device, alike)
             if found != "":
                 return found
     return None
+
+
+def _reference_replay(stage: _Stage, entries: list[Entry], device):
+    """``(alike, reached)``: the requests the reference answers as the student's code did,
+    and the functions of the reference that ran up to the first it answers otherwise (None
+    when there is none). A mutant whose edits did not run by then answers that one as the
+    reference does, so it cannot be the student's mistake."""
+    ran: set[tuple[str, int]] = set()
+    reached: set[tuple[str, int]] | None = None
+    alike: set[int] = set()
+    with (
+        ran_functions(stage.reference / PACKAGE, ran),
+        contextlib.closing(_alike(stage.reference, entries, device)) as answers,
+    ):
+        for i, same in enumerate(answers):
+            if same:
+                alike.add(i)
+            elif reached is None:
+                reached = set(ran)
+    return alike, reached
+
+
+def confirmed(named: str, entries: list[Entry], parts, device) -> bool:
+    """Whether the suite's likely mistake ``named`` is borne out by a replay: some mutant of
+    ``parts`` whose diagnosis phrase it carries answers ``entries`` as the student's code did
+    (exactly, or otherwise only where the reference's answers are the student's). A name no
+    mutant carries cannot be checked, and stands. The suite names a mistake by one symptom (a
+    NaN where a ValueError was due); the replay sees every answer of the test, and the
+    code that gives that NaN in another way answers the rest otherwise."""
+    named = named.lower()
+    carriers = [
+        m for m in CATALOGUE if m.part in parts and m.diagnosis.lower() in named
+    ]
+    if not carriers or not entries:
+        return True
+    stage = _stage()
+    with _grading_state_kept():
+        alike, reached = _reference_replay(stage, entries, device)
+        if reached is None:
+            return True  # the reference answers alike: the failure lies elsewhere
+        for mutant in carriers:
+            with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
+                if (
+                    replay(stage.mutant(mutant), entries, device, frozenset(alike))
+                    is not None
+                ):
+                    return True
+    return False
 
 
 def _one_description(candidates, stage, entries, device, alike) -> str | None:
@@ -481,13 +524,11 @@ def _one_description(candidates, stage, entries, device, alike) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def _raised_by_its_edits(mutant: Mutant, stage: _Stage, errors) -> bool:
-    """Whether one of ``errors`` (what the student's code raised where the reference answers
-    otherwise) is the mutant's own: a raise of the package's in a function its edits lie in."""
+def _shown_by(mutant: Mutant, stage: _Stage, otherwise: list[Entry]) -> bool:
+    """Whether the requests the reference answers otherwise can show the mutant's mistake: one
+    is a value, or an error that arose in a function its edits lie in."""
     return any(
-        error[1:2] == ("raised in",)
-        and (error[2], error[3]) in stage.raises_in[mutant.name]
-        for error in errors
+        e.error is None or e.where in stage.raises_in[mutant.name] for e in otherwise
     )
 
 
@@ -522,17 +563,23 @@ def amended(
     part names no mistake: where a part this one builds on has failed a test (``journal``'s
     ``failed_parts``), ``exc`` without the suite's own likely mistake; where the part's own
     files are the reference's, ``exc`` itself (the summary names the part to fix first). So
-    does a failure where the suite named a likely mistake or the student's code stopped at a
-    stub (``submission`` holds the student's ``transformer_hw/``). ``exc`` is an
-    ``AssertionError``, a ``StudentError`` or pytest's failure."""
+    does a failure where the student's code stopped at a stub (``submission`` holds the
+    student's ``transformer_hw/``), or where the suite named a likely mistake that a replay
+    bears out (``confirmed``); one it does not is taken out, and the replay's diagnosis
+    given instead. ``exc`` is an ``AssertionError``, a ``StudentError`` or pytest's
+    failure."""
     if builds_on(part) & journal.failed_parts:
         return _without_likely(exc, hidden)
-    if runner.diagnosis(exc) or runner.student_error(exc) == "NotImplementedError":
+    if runner.student_error(exc) == "NotImplementedError":
         return exc
     if _unchanged(submission, part):
         return exc
-    message = runner.explain(exc, hidden)
-    found = diagnose(journal.entries, part, device, frozenset(builds_on(part)))
+    earlier = frozenset(builds_on(part))
+    named = runner.diagnosis(exc)
+    if named and confirmed(named, journal.entries, {part} | earlier, device):
+        return exc
+    message = runner.explain(_without_likely(exc, hidden), hidden)
+    found = diagnose(journal.entries, part, device, earlier)
     line = f"{LIKELY} {found}" if found else NO_MATCH
     return _with_message(exc, f"{message}\n{line}")
 

@@ -12,7 +12,8 @@ to the case's ``select``, as ``check_heldout`` runs it), with diagnosis on, and 
 
 * a catch: a failing test of the case's own part (its ``part``, and a ``multi`` case's
   ``also_parts`` with the description of each: ``also``);
-* right: a catch whose likely mistakes include the expected description;
+* right: a catch whose likely mistakes include the expected description (or the diagnosis
+  phrase of a zoo mutant it describes, the words the suite's own messages name it by);
 * wrong in its own part: a catch that names another mistake (any name, for ``unknown``);
 * wrong in later parts: a failing test of another part that names any mistake (such a
   failure comes from the case's part: the rule is to name nothing there);
@@ -26,6 +27,7 @@ what the engine is tuned on.
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, replace
@@ -33,6 +35,7 @@ from pathlib import Path
 
 from autograder import grade, runner
 from autograder.zoo import LIKELY, parts_reaching
+from autograder.zoo.mutants import CATALOGUE
 from autograder.zoo.rates import _DiagnoseEveryTest
 from tests.engine.heldout.check_heldout import PART_FILES, build
 from tests.engine.heldout.mistakes import HELDOUT, KINDS, Case
@@ -96,6 +99,16 @@ def expected_of(case: Case) -> dict[int, str | None]:
     return expected
 
 
+def phrases(description: str | None) -> tuple[str, ...]:
+    """The words that name a description: itself, and the diagnosis phrase of each zoo
+    mutant it describes (the suite's own messages name a mistake by that phrase, in words of
+    their own around it, as ``autograder zoo`` judges a catch)."""
+    if description is None:
+        return ()
+    found = {m.diagnosis for m in CATALOGUE if m.description == description}
+    return (description, *sorted(found))
+
+
 def tally(case: Case, tests) -> Tally:
     found = Tally(cases=1)
     own = expected_of(case)
@@ -109,8 +122,8 @@ def tally(case: Case, tests) -> Tally:
         ]
         if t.part in own:
             found.catches += 1
-            want = own[t.part]
-            if want is not None and any(want.lower() in n.lower() for n in names):
+            want = phrases(own[t.part])
+            if any(w.lower() in n.lower() for w in want for n in names):
                 found.right += 1
             elif names:
                 found.wrong_own += 1
@@ -123,7 +136,12 @@ def tally(case: Case, tests) -> Tally:
     return found
 
 
-def measure(cases: list[Case], jobs: int) -> dict[str, Tally]:
+def measure(
+    cases: list[Case], jobs: int, failures: dict[str, list] | None = None
+) -> dict[str, Tally]:
+    """The tallies per kind; ``failures`` gets each case's failing tests, ``(part, test,
+    message)``."""
+    failures = {} if failures is None else failures
     by_kind: dict[str, Tally] = defaultdict(Tally)
     with tempfile.TemporaryDirectory(prefix="heldout-measure-") as tmp:
         settings = grade.Settings(hidden_paths=(tmp,), isolate=False)
@@ -145,6 +163,11 @@ def measure(cases: list[Case], jobs: int) -> dict[str, Tally]:
                 if graded.failed:
                     raise RuntimeError(f"{name}: {graded.detail}")
                 found = tally(case, graded.tests)
+                failures[name] = [
+                    (t.part, t.name, t.message)
+                    for t in graded.tests
+                    if not (t.passed or t.skipped)
+                ]
                 print(
                     f"{name} ({case.kind}, part {case.part}): catches {found.catches}, "
                     f"right {found.right}, wrong {found.wrong_own}, later "
@@ -175,9 +198,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="cases to measure (default: all)")
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--out", type=Path, help="write each case's failing tests here")
     args = parser.parse_args()
     cases = [c for c in HELDOUT if not args.names or c.name in args.names]
-    by_kind = measure(cases, args.jobs)
+    failures: dict[str, list] = {}
+    by_kind = measure(cases, args.jobs, failures)
+    if args.out:
+        args.out.write_text(json.dumps(failures, indent=1), encoding="utf-8")
     total = Tally()
     print()
     for kind in KINDS:
