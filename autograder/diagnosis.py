@@ -478,15 +478,18 @@ def _reference_replay(stage: _Stage, entries: list[Entry], device):
 def confirmed(named: str, entries: list[Entry], parts, device) -> bool:
     """Whether the suite's likely mistake ``named`` is borne out by a replay: some mutant of
     ``parts`` whose diagnosis phrase it carries answers ``entries`` as the student's code did
-    (exactly, or otherwise only where the reference's answers are the student's). A name no
-    mutant carries cannot be checked, and stands. The suite names a mistake by one symptom (a
-    NaN where a ValueError was due); the replay sees every answer of the test, and the
-    code that gives that NaN in another way answers the rest otherwise."""
+    (exactly, or otherwise only where the reference's answers are the student's). The suite
+    names a mistake by one symptom (a NaN where a ValueError was due); the replay sees every
+    answer of the test, and code that gives that NaN in another way answers the rest
+    otherwise. A name no known mistake of those parts carries cannot be borne out: it is
+    not named (the feedback names known mistakes only, each shown by a replay)."""
     named = named.lower()
     carriers = [
         m for m in CATALOGUE if m.part in parts and m.diagnosis.lower() in named
     ]
-    if not carriers or not entries:
+    if not carriers:
+        return False
+    if not entries:
         return True
     stage = _stage()
     with _grading_state_kept():
