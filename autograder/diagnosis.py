@@ -132,33 +132,53 @@ _NUMBER = re.compile(r"-?\b\d+(\.\d+)?(e-?\d+)?\b")
 _OPERATION = re.compile(r"\s*\((aten\.|when checking)[^()]*\)\s*$")
 
 
-def error_meaning(info: ErrorInfo) -> tuple[str, ...]:
+def error_meaning(info: ErrorInfo) -> tuple:
     """What an error means, beyond its type, so that two errors of one kind but of different
-    causes never match. An error the package's own code raises (``raise``, ``assert``) is
-    in words of its own, so it means the SPEC.md clause it enforces: that of the public
-    function (or method) that raised it, directly or through a private helper, by file and
-    name. An error of the library means its message with the numbers and the operation left
-    out ("The size of tensor a (#) must match ...", "Expected all tensors to be on the same
-    device ...")."""
+    causes never match (``errors_alike``). An error the package's own code raises (``raise``,
+    ``assert``) is in words of its own, so it means the SPEC.md clause it enforces: that of
+    the public function (or method) that raised it, directly or through a private helper,
+    by file and name, with the public functions that called it (``(type, "raised in", file,
+    function, callers)``). An error of the library means its message with the numbers and
+    the operation left out ("The size of tensor a (#) must match ...", "Expected all
+    tensors to be on the same device ...")."""
     frames = list(_FRAME.finditer(info.traceback))
     statement = (frames[-1]["line"] or "").strip() if frames else ""
-    where = raised_where(info)
+    chain = _public_chain(info)
     own = bool(frames) and _in_package(frames[-1]["file"])
-    if own and where and statement.startswith(("raise", "assert")):
-        return (info.type_name, "raised in", *where)
+    if own and chain and statement.startswith(("raise", "assert")):
+        return (info.type_name, "raised in", *chain[-1], chain)
     first = info.message.strip().splitlines()[0] if info.message.strip() else ""
     return (info.type_name, _NUMBER.sub("#", _OPERATION.sub("", first)))
+
+
+def errors_alike(a: tuple | None, b: tuple | None) -> bool:
+    """Whether two ``error_meaning``s are one answer. Two raises of the package's own are
+    when of one type, in one file, and one arose in a function on the other's way (the check
+    of a dead row in the attention or in the softmax it calls; never a mask's check in the
+    attention and a full cache's in the cache, nor two files' checks)."""
+    if a is None or b is None or a[1:2] != ("raised in",) or b[1:2] != ("raised in",):
+        return a == b
+    return (
+        a[0] == b[0]
+        and a[2] == b[2]
+        and (tuple(a[2:4]) in b[4] or tuple(b[2:4]) in a[4])
+    )
 
 
 def raised_where(info: ErrorInfo) -> tuple[str, str] | None:
     """``(file, function)``: the package's public function (or method) in which the error
     arose, itself or through a private helper, or through the library it called; None when it
     arose outside the package."""
+    chain = _public_chain(info)
+    return chain[-1] if chain else None
+
+
+def _public_chain(info: ErrorInfo) -> tuple[tuple[str, str], ...]:
+    """``(file, function)`` of each of the package's public functions on the error's way,
+    the outermost first (its innermost private helper where it has no public one)."""
     own = [f for f in _FRAME.finditer(info.traceback) if _in_package(f["file"])]
-    if not own:
-        return None
-    where = ([f for f in own if _public(f["function"])] or own)[-1]
-    return (Path(where["file"]).name, where["function"])
+    public = [f for f in own if _public(f["function"])] or own[-1:]
+    return tuple((Path(f["file"]).name, f["function"]) for f in public)
 
 
 def _in_package(file: str) -> bool:
@@ -396,7 +416,7 @@ def _alike(root: Path, entries: list[Entry], device):
             except StudentError as err:
                 answer, error = None, error_meaning(err.info)
             loosest = SECOND_DEVICE_TOLERANCE if e.op == "elsewhere" else 0.0
-            yield error == e.error and bool(
+            yield errors_alike(error, e.error) and bool(
                 error or agrees(e.answer, answer, handles, loosest)
             )
 
@@ -475,21 +495,25 @@ def _reference_replay(stage: _Stage, entries: list[Entry], device):
     return alike, reached
 
 
-def confirmed(named: str, entries: list[Entry], parts, device) -> bool:
+def confirmed(
+    named: str, entries: list[Entry], parts, device, computed: bool = False
+) -> bool:
     """Whether the suite's likely mistake ``named`` is borne out by a replay: some mutant of
     ``parts`` whose diagnosis phrase it carries answers ``entries`` as the student's code did
     (exactly, or otherwise only where the reference's answers are the student's). The suite
     names a mistake by one symptom (a NaN where a ValueError was due); the replay sees every
     answer of the test, and code that gives that NaN in another way answers the rest
     otherwise. A name no known mistake of those parts carries cannot be borne out: it is
-    not named (the feedback names known mistakes only, each shown by a replay)."""
+    not named (the feedback names known mistakes only). One the suite ``computed`` (the
+    values are exactly those an oracle computes for that mistake) needs no replay: a mutant
+    is one way of making a mistake, the oracle computes the mistake itself."""
     named = named.lower()
     carriers = [
         m for m in CATALOGUE if m.part in parts and m.diagnosis.lower() in named
     ]
     if not carriers:
         return False
-    if not entries:
+    if computed or not entries:
         return True
     stage = _stage()
     with _grading_state_kept():
@@ -579,7 +603,8 @@ def amended(
         return exc
     earlier = frozenset(builds_on(part))
     named = runner.diagnosis(exc)
-    if named and confirmed(named, journal.entries, {part} | earlier, device):
+    computed = getattr(exc, "computed", "").rstrip(".") == named
+    if named and confirmed(named, journal.entries, {part} | earlier, device, computed):
         return exc
     message = runner.explain(_without_likely(exc, hidden), hidden)
     found = diagnose(journal.entries, part, device, earlier)

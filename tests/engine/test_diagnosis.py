@@ -296,6 +296,29 @@ def test_an_error_means_the_clause_its_own_code_raised_for():
     assert meaning(helper) == meaning(direct) != meaning(elsewhere)
 
 
+def test_raises_are_alike_where_one_arose_on_the_others_way_in_one_file():
+    """The dead row checked in the softmax the attention calls, or in the attention itself:
+    one clause. A mask checked in the attention and a full cache in the cache: two."""
+    attention = ("transformer_hw/attention.py", "scaled_dot_product_attention", "o(x)")
+    in_softmax = _raised_info(
+        "ValueError",
+        "all -inf",
+        [attention, ("transformer_hw/attention.py", "softmax", "raise ValueError(")],
+    )
+    in_attention = _raised_info(
+        "ValueError", "dead row", [attention[:2] + ("raise X",)]
+    )
+    forward = ("transformer_hw/gqa.py", "forward", "f(x)")
+    full = _raised_info(
+        "ValueError", "full", [forward, ("transformer_hw/gqa.py", "append", "raise X")]
+    )
+    mask = _raised_info("ValueError", "mask", [forward, attention[:2] + ("raise X",)])
+    meaning, alike = diagnosis.error_meaning, diagnosis.errors_alike
+    assert alike(meaning(in_softmax), meaning(in_attention))
+    assert not alike(meaning(full), meaning(mask))
+    assert not alike(meaning(in_softmax), None)
+
+
 def test_a_library_error_means_its_message_without_numbers_and_operation():
     call = ("transformer_hw/gqa.py", "forward", "scores = scores + mask")
     size = "The size of tensor a ({}) must match the size of tensor b ({}) at dim {}"
@@ -323,10 +346,12 @@ def test_a_replay_matches_an_error_by_its_meaning_not_its_type():
             hw.call("masks.causal_mask", 3, 2)
 
     entries = journal_of(SOLUTIONS.parent, too_short)
-    assert entries[0].error == ("ValueError", "raised in", "masks.py", "causal_mask")
+    where = ("masks.py", "causal_mask")
+    assert entries[0].error == ("ValueError", "raised in", *where, (where,))
     assert diagnosis.replay(SOLUTIONS.parent, entries, "cpu") == []
+    padding = ("masks.py", "padding_mask")
     other = dataclasses.replace(
-        entries[0], error=("ValueError", "raised in", "masks.py", "padding_mask")
+        entries[0], error=("ValueError", "raised in", *padding, (padding,))
     )
     assert diagnosis.replay(SOLUTIONS.parent, [other], "cpu") is None
 
