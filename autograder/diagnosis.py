@@ -495,39 +495,12 @@ def _reference_replay(stage: _Stage, entries: list[Entry], device):
     return alike, reached
 
 
-def confirmed(
-    named: str, entries: list[Entry], parts, device, computed: bool = False
-) -> bool:
-    """Whether the suite's likely mistake ``named`` is borne out by a replay: some mutant of
-    ``parts`` whose diagnosis phrase it carries answers ``entries`` as the student's code did
-    (exactly, or otherwise only where the reference's answers are the student's). The suite
-    names a mistake by one symptom (a NaN where a ValueError was due); the replay sees every
-    answer of the test, and code that gives that NaN in another way answers the rest
-    otherwise. A name no known mistake of those parts carries cannot be borne out: it is
-    not named (the feedback names known mistakes only). One the suite ``computed`` (the
-    values are exactly those an oracle computes for that mistake) needs no replay: a mutant
-    is one way of making a mistake, the oracle computes the mistake itself."""
+def confirmed(named: str, parts) -> bool:
+    """Whether the suite's likely mistake ``named`` is a known mistake's: some mutant of
+    ``parts`` carries its diagnosis phrase. A name none carries is not named: the feedback
+    names known mistakes only."""
     named = named.lower()
-    carriers = [
-        m for m in CATALOGUE if m.part in parts and m.diagnosis.lower() in named
-    ]
-    if not carriers:
-        return False
-    if computed or not entries:
-        return True
-    stage = _stage()
-    with _grading_state_kept():
-        alike, reached = _reference_replay(stage, entries, device)
-        if reached is None:
-            return True  # the reference answers alike: the failure lies elsewhere
-        for mutant in carriers:
-            with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
-                if (
-                    replay(stage.mutant(mutant), entries, device, frozenset(alike))
-                    is not None
-                ):
-                    return True
-    return False
+    return any(m.part in parts and m.diagnosis.lower() in named for m in CATALOGUE)
 
 
 def _one_description(candidates, stage, entries, device, alike) -> str | None:
@@ -591,9 +564,8 @@ def amended(
     ``failed_parts``), ``exc`` without the suite's own likely mistake; where the part's own
     files are the reference's, ``exc`` itself (the summary names the part to fix first). So
     does a failure where the student's code stopped at a stub (``submission`` holds the
-    student's ``transformer_hw/``), or where the suite named a likely mistake that a replay
-    bears out (``confirmed``); one it does not is taken out, and the replay's diagnosis
-    given instead. ``exc`` is an ``AssertionError``, a ``StudentError`` or pytest's
+    student's ``transformer_hw/``), or where the suite named a known mistake (``confirmed``);
+    a name of another is taken out, and the replay's diagnosis given instead. ``exc`` is an ``AssertionError``, a ``StudentError`` or pytest's
     failure."""
     if builds_on(part) & journal.failed_parts:
         return _without_likely(exc, hidden)
@@ -603,8 +575,7 @@ def amended(
         return exc
     earlier = frozenset(builds_on(part))
     named = runner.diagnosis(exc)
-    computed = getattr(exc, "computed", "").rstrip(".") == named
-    if named and confirmed(named, journal.entries, {part} | earlier, device, computed):
+    if named and confirmed(named, {part} | earlier):
         return exc
     message = runner.explain(_without_likely(exc, hidden), hidden)
     found = diagnose(journal.entries, part, device, earlier)

@@ -131,7 +131,7 @@ def assert_close(
             f"(tolerance rtol={tol.rtol:g}, atol={tol.atol:g} for {expected.dtype}"
             f"{'' if precision is None else ' on a second device'})"
         )
-    raise WrongValues(problem + diagnosis(actual, likely), computed(actual, likely))
+    raise AssertionError(problem + diagnosis(actual, likely))
 
 
 def assert_gradients(got: dict, expected: dict, what: str, of: str = "input") -> None:
@@ -179,35 +179,17 @@ def assert_exact(
     where = tuple(
         int(i) for i in torch.unravel_index(differ.double().argmax(), differ.shape)
     )
-    raise WrongValues(
+    raise AssertionError(
         f"{what}: not exactly right, {count} of {actual.numel()} entries differ "
-        f"(first at index {where})" + diagnosis(actual, likely),
-        computed(actual, likely),
+        f"(first at index {where})" + diagnosis(actual, likely)
     )
-
-
-class WrongValues(AssertionError):
-    """A comparison's failure. ``computed``: the known mistake whose values, computed by an
-    oracle, the actual ones are (its "Likely mistake" line names it), if one: a cause, where
-    other hints name a symptom (the grader's replay checks those, ``autograder.diagnosis``)."""
-
-    def __init__(self, message: str, computed: str = ""):
-        super().__init__(message)
-        self.computed = computed
 
 
 def diagnosis(actual: torch.Tensor, likely: Suspects) -> str:
     """`` Likely mistake: ...`` when ``actual`` matches what exactly one known mistake
-    produces (``computed``)."""
-    found = computed(actual, likely)
-    return f"\n{LIKELY} {found}" if found else ""
-
-
-def computed(actual: torch.Tensor, likely: Suspects) -> str:
-    """The one known mistake whose computed values ``actual`` matches: where two give the same
-    values on these inputs (no scaling and 1/sqrt(d_v) with d_v = 1), naming one would be a
-    guess. (A suspect the handout holds no value for names nothing: the failure stands on
-    its own.)"""
+    produces: where two give the same values on these inputs (no scaling and 1/sqrt(d_v) with
+    d_v = 1), naming one would be a guess. (A suspect the handout holds no value for names
+    nothing: the failure stands on its own.)"""
     matching = []
     for mistake, suspect in dict(likely).items():
         try:
@@ -218,4 +200,4 @@ def computed(actual: torch.Tensor, likely: Suspects) -> str:
             actual, value.to(actual.device, actual.dtype)
         ):
             matching.append(mistake)
-    return matching[0] if len(matching) == 1 else ""
+    return f"\n{LIKELY} {matching[0]}" if len(matching) == 1 else ""

@@ -18,7 +18,10 @@ to the case's ``select``, as ``check_heldout`` runs it), with diagnosis on, and 
 * wrong in later parts: a failing test of another part that names any mistake (such a
   failure comes from the case's part: the rule is to name nothing there);
 * named on a correct case: any name in any test, its every test diagnosed as if it had failed
-  (as ``autograder zoo`` does for the correct styles); a failed test counts as one too.
+  (as ``autograder zoo`` does for the correct styles); and a correct case's failed tests.
+
+The rate of right names counts the catches of mistakes with a name (``unknown`` ones have
+none: their catches count for wrong names only).
 
 Fix diagnosis by classes of mistakes, never for an entry of this set: it is kept apart from
 what the engine is tuned on.
@@ -47,12 +50,14 @@ class Tally:
 
     cases: int = 0
     catches: int = 0
+    unnamed: int = 0  # catches of a mistake with no name (``unknown``)
     right: int = 0
     wrong_own: int = 0
     later_failures: int = 0
     wrong_later: int = 0
     correct_tests: int = 0
     named_correct: int = 0
+    correct_failed: int = 0
 
     def add(self, other: Tally) -> None:
         for name in self.__dataclass_fields__:
@@ -62,12 +67,14 @@ class Tally:
         if label == "correct":
             return (
                 f"{label:>10}: {self.cases} cases, {self.named_correct} mistakes named "
-                f"over {self.correct_tests} tests diagnosed as if failed"
+                f"over {self.correct_tests} tests diagnosed as if failed; "
+                f"{self.correct_failed} tests failed"
             )
-        rate = f" ({100 * self.right / self.catches:.0f} %)" if self.catches else ""
+        named = self.catches - self.unnamed
+        rate = f" ({100 * self.right / named:.0f} %)" if named else ""
         return (
             f"{label:>10}: {self.cases} cases, catches {self.catches}, right "
-            f"{self.right}/{self.catches}{rate}, wrong in own part "
+            f"{self.right}/{named}{rate}, wrong in own part "
             f"{self.wrong_own}/{self.catches}, wrong in later parts "
             f"{self.wrong_later}/{self.later_failures} failing tests"
         )
@@ -122,6 +129,7 @@ def tally(case: Case, tests) -> Tally:
         ]
         if t.part in own:
             found.catches += 1
+            found.unnamed += own[t.part] is None
             want = phrases(own[t.part])
             if any(w.lower() in n.lower() for w in want for n in names):
                 found.right += 1
@@ -188,7 +196,8 @@ def measure(
                     Tally(
                         cases=1,
                         correct_tests=len(results),
-                        named_correct=len(every.named) + len(failed),
+                        named_correct=len(every.named),
+                        correct_failed=len(failed),
                     )
                 )
     return by_kind
