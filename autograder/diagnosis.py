@@ -443,8 +443,8 @@ def diagnose(
     """The description of the one known mistake of ``part`` whose mutants answer ``entries``
     as the student did, where the reference does not; None when no single one does. Where
     none of ``part`` does, one of the ``earlier`` parts' (parts it builds on whose tests have
-    not failed): their mistake made in this part's code, a scale left out in the heads and not
-    in the attention.
+    not failed), where a value shows it: their mistake made in this part's code, a scale left
+    out in the heads and not in the attention.
 
     A mutant that answers every request alike is preferred; failing one, a mutant may answer
     otherwise where the student's code answers as the reference does (the mistake made in
@@ -461,7 +461,11 @@ def diagnose(
         if reached is None:
             return None
         otherwise = [entries[i] for i in range(len(entries)) if i not in alike]
-        for parts in ({part}, set(earlier) - {part}):
+        # An earlier part's mutant is shown by values alone: an error that arises in the
+        # earlier part's code, called from this part's, is its refusal of what this part's
+        # code handed it (a mask of the wrong shape), a symptom of this part's mistake.
+        values = any(e.error is None for e in otherwise)
+        for parts in ({part}, set(earlier) - {part} if values else set()):
             candidates = [
                 m
                 for m in CATALOGUE
