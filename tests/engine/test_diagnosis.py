@@ -361,7 +361,9 @@ def test_a_failure_after_a_part_it_builds_on_failed_names_no_mistake(tmp_path):
     so neither the suite's likely mistake nor a replay's is named."""
     journal = diagnosis.Journal()
     journal.failed_parts.add(2)
-    named = AssertionError("GQA output wrong\nLikely mistake: positions restart at 0")
+    named = AssertionError(
+        "GQA output wrong\nLikely mistake: RoPE not offset by the cache length"
+    )
     amended = diagnosis.amended(named, journal, 6, tmp_path, "cpu", hidden=False)
     assert str(amended) == "GQA output wrong"
     assert diagnosis.LIKELY not in str(amended) and runner.diagnosis(amended) == ""
