@@ -27,7 +27,7 @@ from autograder.grading import diagnosis
 from autograder.sandbox.executor import InProcessSubmission
 from autograder.sources import runner
 from autograder.sources.release import SOLUTIONS
-from autograder.sources.zoo.mutants import CATALOGUE, WORDING, Mutant
+from autograder.sources.zoo.mutants import CATALOGUE, WORDING, Mutant, apply
 
 RESTYLED_BY_NAME = {r.name: r for r in RESTYLED}
 MUTANTS = {m.name: m for m in CATALOGUE}
@@ -409,7 +409,7 @@ def test_a_failure_after_a_part_it_builds_on_failed_names_no_mistake(tmp_path):
 def _reference_with(tmp_path: Path, file: str, old: str, new: str) -> Path:
     """The reference with one edit, as a submission's folder."""
     mutant = Mutant("edited", file, ((old, new),), 0, "")
-    return zoo.mutants.apply(mutant, SOLUTIONS, tmp_path / "edited")
+    return apply(mutant, SOLUTIONS, tmp_path / "edited")
 
 
 def test_a_mistake_made_in_fewer_places_than_its_mutant_is_named(tmp_path):
