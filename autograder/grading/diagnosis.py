@@ -20,6 +20,7 @@ import ast
 import atexit
 import contextlib
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -29,8 +30,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.facts.points import PACKAGE, PARTS
-from autograder.facts.protocol import Handle, StudentError, map_plain
+from autograder.facts.points import PACKAGE, PARTS, builds_on
+from autograder.facts.protocol import ErrorInfo, Handle, StudentError, map_plain
 from autograder.sandbox.executor import Executor, InProcessSubmission
 from autograder.sources import runner
 from autograder.sources.release import SOLUTIONS
@@ -50,11 +51,16 @@ TOLERANCE = {
 }
 #: A Python float may come from a float32 computation (``loss.item()``).
 FLOAT_TOLERANCE = TOLERANCE[torch.float32]
+#: What came back from the second device agrees at float32's tolerance whatever its dtype: a
+#: device may lack float64, and correct code may compute there at float32's precision, as the
+#: graded suite allows (``tests/graded/compare.py``: ``SECOND_PRECISION``).
+SECOND_DEVICE_TOLERANCE = TOLERANCE[torch.float32]
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One request of a test and its outcome: an answer, or the kind of error it raised."""
+    """One request of a test and its outcome: an answer, or what the error it raised means
+    (``error_meaning``)."""
 
     op: str
     target: Handle | None
@@ -62,24 +68,28 @@ class Entry:
     args: tuple
     kwargs: dict
     answer: object
-    error: str | None
+    error: tuple[str, ...] | None
     example: (
         object  # the hypothesis example it belongs to (None outside property tests)
     )
+    where: tuple[str, str] | None = None  # ``raised_where`` of its error
 
 
 class Journal:
     """The requests of the test under way (``Submission.journal``): only those of its last
-    hypothesis example are kept, the one that failed."""
+    hypothesis example are kept, the one that failed. ``failed_parts``: the parts with a
+    failed test so far, in this submission."""
 
     def __init__(self):
         self.entries: list[Entry] = []
+        self.failed_parts: set[int] = set()
 
     def __call__(self, op, target, name, args, kwargs, outcome) -> None:
         example = _current_example()
         if self.entries and self.entries[-1].example is not example:
             self.entries = []
-        error = outcome.type_name if isinstance(outcome, StudentError) else None
+        raised = isinstance(outcome, StudentError)
+        error = error_meaning(outcome.info) if raised else None
         self.entries.append(
             Entry(
                 op,
@@ -90,6 +100,7 @@ class Journal:
                 None if error else _copied(outcome),
                 error,
                 example,
+                raised_where(outcome.info) if raised else None,
             )
         )
 
@@ -107,12 +118,88 @@ def _copied(value):
     )
 
 
+# What an error means ---------------------------------------------------------------------------
+
+_FRAME = re.compile(
+    r'^  File "(?P<file>[^"]+)", line \d+, in (?P<function>\S+)\n(?P<line>    .*)?',
+    re.MULTILINE,
+)
+_NUMBER = re.compile(r"-?\b\d+(\.\d+)?(e-?\d+)?\b")
+#: What a message names besides its kind: the operation that failed (``(aten.add.Tensor)``,
+#: ``(when checking argument ... in method wrapper_CUDA_mm)``), at its end.
+_OPERATION = re.compile(r"\s*\((aten\.|when checking)[^()]*\)\s*$")
+
+
+def error_meaning(info: ErrorInfo) -> tuple:
+    """What an error means, beyond its type, so that two errors of one kind but of different
+    causes never match (``errors_alike``). An error the package's own code raises (``raise``,
+    ``assert``) is in words of its own, so it means the SPEC.md clause it enforces: that of
+    the public function (or method) that raised it, directly or through a private helper,
+    by file and name, with the public functions that called it (``(type, "raised in", file,
+    function, callers)``). An error of the library means its message with the numbers and
+    the operation left out ("The size of tensor a (#) must match ...", "Expected all
+    tensors to be on the same device ...")."""
+    frames = list(_FRAME.finditer(info.traceback))
+    statement = (frames[-1]["line"] or "").strip() if frames else ""
+    chain = _public_chain(info)
+    own = bool(frames) and _in_package(frames[-1]["file"])
+    if own and chain and statement.startswith(("raise", "assert")):
+        return (info.type_name, "raised in", *chain[-1], chain)
+    first = info.message.strip().splitlines()[0] if info.message.strip() else ""
+    return (info.type_name, _NUMBER.sub("#", _OPERATION.sub("", first)))
+
+
+def errors_alike(a: tuple | None, b: tuple | None) -> bool:
+    """Whether two ``error_meaning``s are one answer. Two raises of the package's own are
+    when of one type, in one file, and one arose in a function on the other's way (the check
+    of a dead row in the attention or in the softmax it calls; never a mask's check in the
+    attention and a full cache's in the cache, nor two files' checks)."""
+    if a is None or b is None or a[1:2] != ("raised in",) or b[1:2] != ("raised in",):
+        return a == b
+    return (
+        a[0] == b[0]
+        and a[2] == b[2]
+        and (tuple(a[2:4]) in b[4] or tuple(b[2:4]) in a[4])
+    )
+
+
+def raised_where(info: ErrorInfo) -> tuple[str, str] | None:
+    """``(file, function)``: the package's public function (or method) in which the error
+    arose, itself or through a private helper, or through the library it called; None when it
+    arose outside the package."""
+    chain = _public_chain(info)
+    return chain[-1] if chain else None
+
+
+def _public_chain(info: ErrorInfo) -> tuple[tuple[str, str], ...]:
+    """``(file, function)`` of each of the package's public functions on the error's way,
+    the outermost first (its innermost private helper where it has no public one)."""
+    own = [f for f in _FRAME.finditer(info.traceback) if _in_package(f["file"])]
+    public = [f for f in own if _public(f["function"])] or own[-1:]
+    return tuple((Path(f["file"]).name, f["function"]) for f in public)
+
+
+def _in_package(file: str) -> bool:
+    """Whether a traceback's file is the package's (its path absolute in a replay, relative to
+    the worker's folder in the sandbox)."""
+    return PACKAGE in Path(file.replace("\\", "/")).parts[:-1]
+
+
+def _public(function: str) -> bool:
+    return not function.startswith("_") or (
+        function.startswith("__") and function.endswith("__")
+    )
+
+
 # What agrees with what ------------------------------------------------------------------------
 
 
-def agrees(student, candidate, handles: dict[int, Handle]) -> bool:
-    """The same answer up to rounding; a handle matches one of the same type, and the pair is
-    noted in ``handles`` (the student's handle id -> the candidate's handle)."""
+def agrees(
+    student, candidate, handles: dict[int, Handle], loosest: float = 0.0
+) -> bool:
+    """The same answer up to rounding (a tensor's dtype's tolerance, or ``loosest`` where that
+    is larger); a handle matches one of the same type, and the pair is noted in ``handles``
+    (the student's handle id -> the candidate's handle)."""
     if isinstance(student, Handle):
         if not isinstance(candidate, Handle):
             return False
@@ -122,35 +209,35 @@ def agrees(student, candidate, handles: dict[int, Handle]) -> bool:
         return handles[student.ref.id].ref == candidate.ref
     if isinstance(student, torch.Tensor):
         return isinstance(candidate, torch.Tensor) and _tensors_agree(
-            student, candidate
+            student, candidate, loosest
         )
     if isinstance(student, (list, tuple)):
         return (
             type(candidate) is type(student)
             and len(candidate) == len(student)
-            and all(agrees(s, c, handles) for s, c in zip(student, candidate))
+            and all(agrees(s, c, handles, loosest) for s, c in zip(student, candidate))
         )
     if isinstance(student, dict):
         return (
             isinstance(candidate, dict)
             and candidate.keys() == student.keys()
-            and all(agrees(student[k], candidate[k], handles) for k in student)
+            and all(agrees(student[k], candidate[k], handles, loosest) for k in student)
         )
     if type(student) is float and type(candidate) is float:
         return _tensors_agree(
             torch.tensor(student, dtype=torch.float64),
             torch.tensor(candidate, dtype=torch.float64),
-            FLOAT_TOLERANCE,
+            max(FLOAT_TOLERANCE, loosest),
         )
     return type(student) is type(candidate) and student == candidate
 
 
-def _tensors_agree(a: torch.Tensor, b: torch.Tensor, tol: float | None = None) -> bool:
+def _tensors_agree(a: torch.Tensor, b: torch.Tensor, loosest: float = 0.0) -> bool:
     if (a.shape, a.dtype, a.device.type) != (b.shape, b.dtype, b.device.type):
         return False
     if not (a.is_floating_point() or a.is_complex()):
         return torch.equal(a, b)
-    tol = TOLERANCE.get(a.dtype, TOLERANCE[torch.float32]) if tol is None else tol
+    tol = max(TOLERANCE.get(a.dtype, TOLERANCE[torch.float32]), loosest)
     return bool(torch.isclose(a, b, rtol=tol, atol=tol, equal_nan=True).all())
 
 
@@ -167,6 +254,9 @@ class _Stage:
         shutil.copytree(SOLUTIONS, self.reference / PACKAGE)
         self._mutants: dict[str, Path] = {}
         self.reach = {m.name: edited_functions(m) for m in CATALOGUE}
+        self.raises_in = {
+            m.name: edited_names(m) for m in CATALOGUE
+        }  # (file, function)
 
     def mutant(self, mutant: Mutant) -> Path:
         if mutant.name not in self._mutants:
@@ -191,6 +281,23 @@ def edited_functions(mutant: Mutant) -> frozenset[int] | None:
     hold the mutant's edits (a default in a signature acts only when its function is called),
     or None when an edit lies outside every function, or in a decorator (a class or the module:
     it acts whatever runs)."""
+    found = _edited_definitions(mutant)
+    if found is None:
+        return None
+    return frozenset(
+        min([f.lineno, *(d.lineno for d in f.decorator_list)]) for f in found
+    )
+
+
+def edited_names(mutant: Mutant) -> frozenset[tuple[str, str]]:
+    """``(file, name)`` of the reference's functions that hold the mutant's edits: where an
+    error the mistake itself raises comes from."""
+    return frozenset((mutant.file, f.name) for f in _edited_definitions(mutant) or ())
+
+
+def _edited_definitions(mutant: Mutant) -> list[ast.FunctionDef] | None:
+    """The innermost function of the reference holding each of the mutant's edits; None when
+    an edit lies outside every function."""
     source = (SOLUTIONS / mutant.file).read_text(encoding="utf-8")
     tree = ast.parse(source)
     functions = [
@@ -198,7 +305,7 @@ def edited_functions(mutant: Mutant) -> frozenset[int] | None:
         for node in ast.walk(tree)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     ]
-    found = set()
+    found = []
     for old, _ in mutant.edits:
         # The lines the edit changes, without the line breaks around them.
         at = source.index(old) + len(old) - len(old.lstrip("\n"))
@@ -209,11 +316,8 @@ def edited_functions(mutant: Mutant) -> frozenset[int] | None:
         ]
         if not inside:
             return None
-        innermost = max(inside, key=lambda f: f.lineno)
-        found.add(
-            min([innermost.lineno, *(d.lineno for d in innermost.decorator_list)])
-        )
-    return frozenset(found)
+        found.append(max(inside, key=lambda f: f.lineno))
+    return found
 
 
 @contextlib.contextmanager
@@ -287,9 +391,9 @@ def _grading_state_kept():
             torch.cuda.set_rng_state_all(cuda)
 
 
-def replay(root: Path, entries: list[Entry], device) -> int | None:
-    """The index of the first request of ``entries`` that the submission at ``root`` answers
-    otherwise than the student's code did; None when it answers every one alike."""
+def _alike(root: Path, entries: list[Entry], device):
+    """Per request of ``entries``, in order, whether the submission at ``root`` answers it as
+    the student's code did (a generator: closing it ends the replay)."""
     handles: dict[int, Handle] = {}
 
     def theirs(value):
@@ -298,19 +402,21 @@ def replay(root: Path, entries: list[Entry], device) -> int | None:
         return value
 
     with InProcessSubmission(root, device) as hw:
-        for i, e in enumerate(entries):
+        for e in entries:
             try:
                 target = theirs(e.target)
                 args, kwargs = map_plain(e.args, theirs), map_plain(e.kwargs, theirs)
             except KeyError:
-                return i
+                yield False
+                continue
             try:
                 answer, error = hw.request(e.op, target, e.name, *args, **kwargs), None
             except StudentError as err:
-                answer, error = None, err.type_name
-            if error != e.error or not (error or agrees(e.answer, answer, handles)):
-                return i
-    return None
+                answer, error = None, error_meaning(err.info)
+            loosest = SECOND_DEVICE_TOLERANCE if e.op == "elsewhere" else 0.0
+            yield errors_alike(error, e.error) and bool(
+                error or agrees(e.answer, answer, handles, loosest)
+            )
 
 
 #: The kind of error the sandbox gives a request whose process ended (``autograder.sandbox
@@ -318,33 +424,120 @@ def replay(root: Path, entries: list[Entry], device) -> int | None:
 PROCESS_ENDED = "ProcessExit"
 
 
-def diagnose(entries: list[Entry], part: int, device) -> str | None:
+def replay(
+    root: Path, entries: list[Entry], device, alike: frozenset[int] = frozenset()
+) -> list[int] | None:
+    """The requests of ``entries`` that the submission at ``root`` answers otherwise than the
+    student's code did, where all of them are in ``alike``; None at the first one that is
+    not (``replay(...) == []``: every one answered alike)."""
+    differs = []
+    with contextlib.closing(_alike(root, entries, device)) as answers:
+        for i, same in enumerate(answers):
+            if not same:
+                if i not in alike:
+                    return None
+                differs.append(i)
+    return differs
+
+
+def diagnose(
+    entries: list[Entry], part: int, device, earlier: frozenset[int] = frozenset()
+) -> str | None:
     """The description of the one known mistake of ``part`` whose mutants answer ``entries``
-    as the student did, where the reference does not; None when no single one does (at once
-    where the student's process ended: replaying every candidate would find none)."""
-    if not entries or any(entry.error == PROCESS_ENDED for entry in entries):
+    as the student did, where the reference does not; None when no single one does. Where
+    none of ``part`` does, one of the ``earlier`` parts' (parts it builds on whose tests have
+    not failed), where a value shows it: their mistake made in this part's code, a scale left
+    out in the heads and not in the attention.
+
+    A mutant that answers every request alike is preferred; failing one, a mutant may answer
+    otherwise where the student's code answers as the reference does (the mistake made in
+    fewer places than the mutant makes it: in one branch of two, or beside code of its own).
+    Either way it answers alike every request the reference answers otherwise, and one of
+    those is a value, or an error that arose in a function its edits lie in: an error alike that
+    comes from elsewhere shows a symptom several causes share (a mask of the wrong shape from
+    a mask or from positions restarting at 0), never which of them it is. Where the student's
+    process ended, at once: replaying every candidate would find none."""
+    if not entries or any(e.error and e.error[0] == PROCESS_ENDED for e in entries):
         return None
     stage = _stage()
-    ran: set[tuple[str, int]] = set()
     with _grading_state_kept():
-        # Up to the first request it answers otherwise: a mutant whose edits did not run by
-        # then answers that one as the reference does, so it cannot be the student's mistake.
-        with ran_functions(stage.reference / PACKAGE, ran):
-            differs = replay(stage.reference, entries, device)
-        if differs is None:
+        alike, reached = _reference_replay(stage, entries, device)
+        if reached is None:
             return None
-        described = set()
-        for mutant in CATALOGUE:
-            if mutant.part != part or mutant.description in described:
-                continue
-            if not _may_differ(mutant, stage, ran):
-                continue
-            with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
-                if replay(stage.mutant(mutant), entries, device) is None:
-                    described.add(mutant.description)
-            if len(described) > 1:
-                return None
-    return described.pop() if described else None
+        otherwise = [entries[i] for i in range(len(entries)) if i not in alike]
+        # An earlier part's mutant is shown by values alone: an error that arises in the
+        # earlier part's code, called from this part's, is its refusal of what this part's
+        # code handed it (a mask of the wrong shape), a symptom of this part's mistake.
+        values = any(e.error is None for e in otherwise)
+        for parts in ({part}, set(earlier) - {part} if values else set()):
+            candidates = [
+                m
+                for m in CATALOGUE
+                if m.part in parts
+                and _may_differ(m, stage, reached)
+                and _shown_by(m, stage, otherwise)
+            ]
+            found = _one_description(candidates, stage, entries, device, alike)
+            if found != "":
+                return found
+    return None
+
+
+def _reference_replay(stage: _Stage, entries: list[Entry], device):
+    """``(alike, reached)``: the requests the reference answers as the student's code did,
+    and the functions of the reference that ran up to the first it answers otherwise (None
+    when there is none). A mutant whose edits did not run by then answers that one as the
+    reference does, so it cannot be the student's mistake."""
+    ran: set[tuple[str, int]] = set()
+    reached: set[tuple[str, int]] | None = None
+    alike: set[int] = set()
+    with (
+        ran_functions(stage.reference / PACKAGE, ran),
+        contextlib.closing(_alike(stage.reference, entries, device)) as answers,
+    ):
+        for i, same in enumerate(answers):
+            if same:
+                alike.add(i)
+            elif reached is None:
+                reached = set(ran)
+    return alike, reached
+
+
+def confirmed(named: str, parts) -> bool:
+    """Whether the suite's likely mistake ``named`` is a known mistake's: some mutant of
+    ``parts`` carries its diagnosis phrase. A name none carries is not named: the feedback
+    names known mistakes only."""
+    named = named.lower()
+    return any(m.part in parts and m.diagnosis.lower() in named for m in CATALOGUE)
+
+
+def _one_description(candidates, stage, entries, device, alike) -> str | None:
+    """The one description of the ``candidates`` that answer ``entries`` alike (exactly, or
+    else otherwise only where ``alike``); None where two do, "" where none does."""
+    exact, partly = set(), set()
+    for mutant in candidates:
+        if mutant.description in exact:
+            continue
+        with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
+            differs = replay(stage.mutant(mutant), entries, device, frozenset(alike))
+            if differs == []:
+                exact.add(mutant.description)
+            elif differs is not None:
+                partly.add(mutant.description)
+        if len(exact) > 1:
+            return None
+    found = exact or partly
+    if not found:
+        return ""
+    return found.pop() if len(found) == 1 else None
+
+
+def _shown_by(mutant: Mutant, stage: _Stage, otherwise: list[Entry]) -> bool:
+    """Whether the requests the reference answers otherwise can show the mutant's mistake: one
+    is a value, or an error that arose in a function its edits lie in."""
+    return any(
+        e.error is None or e.where in stage.raises_in[mutant.name] for e in otherwise
+    )
 
 
 def _unchanged(submission: Path, part: int) -> bool:
@@ -374,23 +567,57 @@ def amended(
     device,
     hidden: bool,
 ):
-    """``exc`` with the diagnosis added to its message; ``exc`` itself where the suite named
-    a likely mistake, the student's code stopped at a stub, or the part's own files are the
-    reference's (``submission`` holds the student's ``transformer_hw/``): then the failure
-    comes from another part, whose feedback explains it. ``exc`` is an ``AssertionError``, a
-    ``StudentError`` or pytest's failure. A file the grader could not use ran no code: there
-    is nothing to diagnose."""
-    if runner.diagnosis(exc) or runner.student_error(exc) == "NotImplementedError":
+    """``exc`` with the diagnosis added to its message. A failure that may come from another
+    part names no mistake: where a part this one builds on has failed a test (``journal``'s
+    ``failed_parts``), ``exc`` without the suite's own likely mistake; where the part's own
+    files are the reference's, ``exc`` itself (the summary names the part to fix first). So
+    does a failure where the student's code stopped at a stub (``submission`` holds the
+    student's ``transformer_hw/``), or where the suite named a known mistake (``confirmed``);
+    a name of another is taken out, and the replay's diagnosis given instead. ``exc`` is an
+    ``AssertionError``, a ``StudentError`` or pytest's failure. A file the grader could not use
+    ran no code: there is nothing to diagnose."""
+    if builds_on(part) & journal.failed_parts:
+        return _without_likely(exc, hidden)
+    if runner.student_error(exc) == "NotImplementedError":
         return exc
     if runner.unusable_file(exc) or _unchanged(submission, part):
         return exc
-    message = runner.explain(exc, hidden)
-    found = diagnose(journal.entries, part, device)
+    earlier = frozenset(builds_on(part))
+    named = runner.diagnosis(exc)
+    if named and confirmed(named, {part} | earlier):
+        return exc
+    message = runner.explain(_without_likely(exc, hidden), hidden)
+    found = diagnose(journal.entries, part, device, earlier)
     line = f"{LIKELY} {found}" if found else NO_MATCH
+    return _with_message(exc, f"{message}\n{line}")
+
+
+def _without_likely(exc: BaseException, hidden: bool):
+    """``exc`` without the suite's "Likely mistake" lines (the student's own words kept)."""
+    if not runner.diagnosis(exc):
+        return exc
+    message = runner.explain(exc, hidden)
+    while named := runner.diagnosis(_with_message(exc, message)):
+        lines = message.splitlines()
+        at = max(
+            (
+                i
+                for i, line in enumerate(lines)
+                if line.startswith(LIKELY) and named in line
+            ),
+            default=None,
+        )
+        if at is None:
+            break
+        message = "\n".join(lines[:at] + lines[at + 1 :])
+    return _with_message(exc, message)
+
+
+def _with_message(exc: BaseException, message: str):
     if isinstance(exc, pytest.fail.Exception):
-        better = pytest.fail.Exception(f"{message}\n{line}", pytrace=False)
+        better = pytest.fail.Exception(message, pytrace=False)
     else:
-        better = AssertionError(f"{message}\n{line}")
+        better = AssertionError(message)
     # What the student's code raised stays behind it: its words are never taken for ours.
     better.__cause__ = exc
     return better

@@ -326,8 +326,13 @@ def pytest_runtest_call(item):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    """Note which graded tests passed, for ``ForbiddenGate.close``."""
+    """Note which graded tests passed, for ``ForbiddenGate.close``, and which parts failed,
+    for the diagnosis of later parts (``autograder.grading.diagnosis.amended``)."""
     report = yield
+    journal = item.config.stash.get(JOURNAL, None)
+    marks = item.stash.get(MARKS, None)
+    if journal is not None and marks is not None and report.failed:
+        journal.failed_parts.add(marks[1])
     gate = item.config.stash.get(GATE, None)
     if gate is not None and report.failed:
         gate.passed.discard(item.nodeid)

@@ -27,10 +27,18 @@ from torch.utils._pytree import tree_flatten, tree_map
 from autograder.facts.protocol import SECOND_DEVICE as SECOND
 from autograder.facts.protocol import map_plain
 
-#: Operations torch carries out across devices: copies, and indexing with CPU indices.
-_ACROSS = {
-    torch.ops.aten.copy_.default,
+#: Operations that move a tensor to another device (under ``torch.inference_mode()``
+#: ``Tensor.to`` arrives as itself, not as ``_to_copy``): their destination decides where the
+#: result is.
+_MOVES = {
     torch.ops.aten._to_copy.default,
+    torch.ops.aten.to.device,
+    torch.ops.aten.to.dtype_layout,
+    torch.ops.aten.to.other,
+}
+#: Operations torch carries out across devices: moves, copies, and reading a number out.
+_ACROSS = _MOVES | {
+    torch.ops.aten.copy_.default,
     torch.ops.aten._local_scalar_dense.default,
 }
 _INDEXING = {
@@ -48,15 +56,19 @@ class Elsewhere(torch.Tensor):
 
     @staticmethod
     def __new__(cls, held: torch.Tensor):
-        return torch.Tensor._make_wrapper_subclass(
-            cls,
-            held.shape,
-            strides=held.stride(),
-            storage_offset=held.storage_offset(),
-            dtype=held.dtype,
-            device=SECOND,
-            requires_grad=held.requires_grad,
-        )
+        # An inference tensor exactly when its values are one: a view made under
+        # ``torch.inference_mode()`` of a tensor made outside it is a normal tensor, and torch
+        # refuses to give an inference tensor the view's version counter.
+        with torch.inference_mode(held.is_inference()):
+            return torch.Tensor._make_wrapper_subclass(
+                cls,
+                held.shape,
+                strides=held.stride(),
+                storage_offset=held.storage_offset(),
+                dtype=held.dtype,
+                device=SECOND,
+                requires_grad=held.requires_grad,
+            )
 
     def __init__(self, held: torch.Tensor):
         self.held = held
@@ -104,25 +116,90 @@ class _CopiesDataToSecond(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+_GENERATOR = torch.Generator
+
+
+class _AnyGenerator(type(_GENERATOR)):
+    """``isinstance`` and ``issubclass`` answer for every generator of torch's."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, _GENERATOR)
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return issubclass(sub, _GENERATOR)
+
+
+class _Generator(_GENERATOR, metaclass=_AnyGenerator):
+    """``torch.Generator`` while ``active``: one made for the second device draws on the CPU,
+    where that device's values are (``torch.Generator(device=x.device)``, as on a GPU)."""
+
+    def __new__(cls, device="cpu"):
+        return _GENERATOR("cpu" if _targets_second(device) else device)
+
+
 @contextlib.contextmanager
 def active():
-    """While inside, ``device=SECOND`` (a string or ``torch.device``) makes the second device's
-    tensors, and modules move there with ``.to(SECOND)``."""
-    with _CopiesDataToSecond(), _MakesOnSecond():
-        yield
+    """While inside, ``device=SECOND`` (a string or ``torch.device``, with an index or not)
+    makes the second device's tensors and generators, and modules move there with
+    ``.to(SECOND)``."""
+    torch.Generator = _Generator
+    try:
+        with _CopiesDataToSecond(), _MakesOnSecond():
+            yield
+    finally:
+        torch.Generator = _GENERATOR
 
 
 def _targets_second(device) -> bool:
-    return device is not None and torch.device(device) == SECOND
+    """Whether ``device`` names the second device, with an index or without (``meta:0``)."""
+    return device is not None and torch.device(device).type == SECOND.type
+
+
+def _on_cpu_instead(value):
+    """``value`` with the CPU in place of the second device, where it is a device."""
+    if isinstance(value, torch.device) and value.type == SECOND.type:
+        return torch.device("cpu")
+    return value
+
+
+def _composite(func) -> bool:
+    """Whether torch defines ``func`` by other operations (and so breaks it up under autograd)."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key(
+        func.name(), "CompositeImplicitAutograd"
+    )
+
+
+def _destination(func, args, kwargs) -> torch.device | None:
+    """Where a move sends its tensor (None: where it is)."""
+    if func is torch.ops.aten.to.other:
+        other = args[1] if len(args) > 1 else kwargs["other"]
+        return SECOND if isinstance(other, Elsewhere) else other.device
+    devices = [
+        v for v in tree_flatten((args, kwargs))[0] if isinstance(v, torch.device)
+    ]
+    return devices[0] if devices else None
 
 
 def _run(func, args, kwargs):
     """``func`` on the held values, or torch's refusal when devices mix."""
-    made_here = _targets_second(kwargs.get("device"))
+    if _composite(func):
+        # Under ``torch.inference_mode()`` an operation made of others (``type_as``,
+        # ``view_as``, ``to``) arrives whole; outside it torch breaks it up before it gets
+        # here. Broken up here too, its parts come back through this function.
+        with _MakesOnSecond():
+            out = func.decompose(*args, **kwargs)
+        if out is not NotImplemented:
+            return out
+    leaves = tree_flatten((args, kwargs))[0]
+    made_here = (
+        any(isinstance(v, torch.device) and _targets_second(v) for v in leaves)
+        and func not in _MOVES
+    )
     checked = (args[:1] + args[2:], kwargs) if func in _INDEXING else (args, kwargs)
     tensors = [t for t in tree_flatten(checked)[0] if isinstance(t, torch.Tensor)]
     elsewhere = [t for t in tensors if isinstance(t, Elsewhere)]
-    if not elsewhere and not made_here:
+    to_second = func in _MOVES and _targets_second(_destination(func, args, kwargs))
+    if not elsewhere and not made_here and not to_second:
         return func(*args, **kwargs)
     # A 0-dim CPU tensor mixes with any device, as a Python number does.
     on_cpu = [t for t in tensors if not isinstance(t, Elsewhere) and t.dim() > 0]
@@ -131,19 +208,17 @@ def _run(func, args, kwargs):
             "Expected all tensors to be on the same device, but found at least two "
             f"devices, {SECOND.type} and {on_cpu[0].device}! ({func})"
         )
-    if made_here:
-        kwargs = {**kwargs, "device": torch.device("cpu")}
-    leaves = func is torch.ops.aten._to_copy.default and "device" in kwargs
+    leaving = func in _MOVES and not to_second and _destination(func, args, kwargs)
     wrapper_of = {}
 
     def held(value):
         if isinstance(value, Elsewhere):
             wrapper_of[id(value.held)] = value
             return value.held
-        return value
+        return _on_cpu_instead(value)
 
     out = func(*tree_map(held, args), **tree_map(held, kwargs))
-    if (leaves and not made_here) or func is torch.ops.aten._local_scalar_dense.default:
+    if leaving or func is torch.ops.aten._local_scalar_dense.default:
         return out
 
     def placed(value):

@@ -7,6 +7,7 @@ itself, on cheap parts, with mistakes it was not built from (alice's style)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import subprocess
@@ -21,12 +22,12 @@ from autograder.batches import zoo
 from autograder.batches.zoo import rates, reach
 from autograder.batches.zoo.restyled import ALICE, RESTYLED
 from autograder.facts.points import PACKAGE, PARTS
-from autograder.facts.protocol import HandleRef
+from autograder.facts.protocol import ErrorInfo, HandleRef, StudentError
 from autograder.grading import diagnosis
 from autograder.sandbox.executor import InProcessSubmission
 from autograder.sources import runner
 from autograder.sources.release import SOLUTIONS
-from autograder.sources.zoo.mutants import CATALOGUE, WORDING, Mutant
+from autograder.sources.zoo.mutants import CATALOGUE, WORDING, Mutant, apply
 
 RESTYLED_BY_NAME = {r.name: r for r in RESTYLED}
 MUTANTS = {m.name: m for m in CATALOGUE}
@@ -295,3 +296,233 @@ def test_a_mutant_is_graded_on_the_tests_that_run_its_edits():
     refeeds = MUTANTS["generate-refeeds-prefix"]
     found.at_import = {(refeeds.file, n) for n in diagnosis.edited_functions(refeeds)}
     assert found.tests_running(refeeds) == everything
+
+
+def _raised_info(type_name: str, message: str, frames: list[tuple[str, str, str]]):
+    """An ``ErrorInfo`` whose traceback holds ``frames``: ``(file, function, line)``."""
+    text = "".join(
+        f'  File "{f}", line 1, in {fn}\n    {line}\n' for f, fn, line in frames
+    )
+    return ErrorInfo(type_name, message, f"{text}{type_name}: {message}\n", ())
+
+
+def test_an_error_means_the_clause_its_own_code_raised_for():
+    """A ValueError of the package's own means the public function that raised it (through a
+    private helper too), whatever its words; one raised elsewhere means something else."""
+    helper = _raised_info(
+        "ValueError",
+        "lengths out of range",
+        [
+            ("transformer_hw/masks.py", "padding_mask", "_check(lengths, t)"),
+            ("transformer_hw/masks.py", "_check", "raise ValueError('...')"),
+        ],
+    )
+    direct = _raised_info(
+        "ValueError",
+        "a length of 0 is below 1",
+        [("/tmp/x/transformer_hw/masks.py", "padding_mask", "raise ValueError(")],
+    )
+    elsewhere = _raised_info(
+        "ValueError",
+        "a length of 0 is below 1",
+        [("/tmp/x/transformer_hw/gqa.py", "append", "raise ValueError(")],
+    )
+    meaning = diagnosis.error_meaning
+    assert meaning(helper) == meaning(direct) != meaning(elsewhere)
+
+
+def test_raises_are_alike_where_one_arose_on_the_others_way_in_one_file():
+    """The dead row checked in the softmax the attention calls, or in the attention itself:
+    one clause. A mask checked in the attention and a full cache in the cache: two."""
+    attention = ("transformer_hw/attention.py", "scaled_dot_product_attention", "o(x)")
+    in_softmax = _raised_info(
+        "ValueError",
+        "all -inf",
+        [attention, ("transformer_hw/attention.py", "softmax", "raise ValueError(")],
+    )
+    in_attention = _raised_info(
+        "ValueError", "dead row", [attention[:2] + ("raise X",)]
+    )
+    forward = ("transformer_hw/gqa.py", "forward", "f(x)")
+    full = _raised_info(
+        "ValueError", "full", [forward, ("transformer_hw/gqa.py", "append", "raise X")]
+    )
+    mask = _raised_info("ValueError", "mask", [forward, attention[:2] + ("raise X",)])
+    meaning, alike = diagnosis.error_meaning, diagnosis.errors_alike
+    assert alike(meaning(in_softmax), meaning(in_attention))
+    assert not alike(meaning(full), meaning(mask))
+    assert not alike(meaning(in_softmax), None)
+
+
+def test_a_library_error_means_its_message_without_numbers_and_operation():
+    call = ("transformer_hw/gqa.py", "forward", "scores = scores + mask")
+    size = "The size of tensor a ({}) must match the size of tensor b ({}) at dim {}"
+    mixed = "Expected all tensors to be on the same device, but found {} ({})"
+    meaning = diagnosis.error_meaning
+    assert meaning(_raised_info("RuntimeError", size.format(4, 6, 3), [call])) == (
+        meaning(_raised_info("RuntimeError", size.format(2, 5, 1), [call]))
+    )
+    assert meaning(
+        _raised_info("RuntimeError", mixed.format("meta", "aten.add.Tensor"), [call])
+    ) == meaning(
+        _raised_info("RuntimeError", mixed.format("meta", "aten.mm.default"), [call])
+    )
+    assert meaning(_raised_info("RuntimeError", size.format(4, 6, 3), [call])) != (
+        meaning(_raised_info("RuntimeError", mixed.format("meta", "x"), [call]))
+    )
+
+
+def test_a_replay_matches_an_error_by_its_meaning_not_its_type():
+    """The reference raises causal_mask's ValueError; a ValueError the student's code raised
+    for another clause is another answer."""
+
+    def too_short(hw):
+        with contextlib.suppress(StudentError):
+            hw.call("masks.causal_mask", 3, 2)
+
+    entries = journal_of(SOLUTIONS.parent, too_short)
+    where = ("masks.py", "causal_mask")
+    assert entries[0].error == ("ValueError", "raised in", *where, (where,))
+    assert diagnosis.replay(SOLUTIONS.parent, entries, "cpu") == []
+    padding = ("masks.py", "padding_mask")
+    other = dataclasses.replace(
+        entries[0], error=("ValueError", "raised in", *padding, (padding,))
+    )
+    assert diagnosis.replay(SOLUTIONS.parent, [other], "cpu") is None
+
+
+def test_a_failure_after_a_part_it_builds_on_failed_names_no_mistake(tmp_path):
+    """Part 6 runs part 2's masks: once part 2 failed, part 6's failures may come from there,
+    so neither the suite's likely mistake nor a replay's is named."""
+    journal = diagnosis.Journal()
+    journal.failed_parts.add(2)
+    named = AssertionError(
+        "GQA output wrong\nLikely mistake: RoPE not offset by the cache length"
+    )
+    amended = diagnosis.amended(named, journal, 6, tmp_path, "cpu", hidden=False)
+    assert str(amended) == "GQA output wrong"
+    assert diagnosis.LIKELY not in str(amended) and runner.diagnosis(amended) == ""
+    journal.failed_parts = {7}  # a later part: part 6 does not build on it
+    assert diagnosis.amended(named, journal, 6, tmp_path, "cpu", False) is named
+
+
+def _reference_with(tmp_path: Path, file: str, old: str, new: str) -> Path:
+    """The reference with one edit, as a submission's folder."""
+    mutant = Mutant("edited", file, ((old, new),), 0, "")
+    return apply(mutant, SOLUTIONS, tmp_path / "edited")
+
+
+def test_a_mistake_made_in_fewer_places_than_its_mutant_is_named(tmp_path):
+    """The offset ignored only where it exceeds 2: the mutant answers causal_mask(2, 3)
+    otherwise, where the student's code answers as the reference does, and every answer the
+    reference gives otherwise is the mutant's."""
+    folder = _reference_with(
+        tmp_path,
+        "masks.py",
+        "[:, None] + (t_k - t_q)",
+        "[:, None] + (t_k - t_q if t_k - t_q <= 2 else 0)",
+    )
+
+    def offsets(hw):
+        hw.call("masks.causal_mask", 2, 3)
+        hw.call("masks.causal_mask", 2, 5)
+
+    found = diagnosis.diagnose(journal_of(folder, offsets), 2, "cpu")
+    assert found == MUTANTS["causal-ignores-offset"].description
+
+
+def test_an_error_alike_from_outside_the_mutants_edits_names_no_mistake(tmp_path):
+    """A chunk's mask built for the chunk alone (causal_mask(t) with a cache) makes the
+    attention refuse the mask; positions restarting at 0 make it refuse the same mask. The
+    error alike is a symptom both share, raised far from either edit: nothing is named."""
+    folder = _reference_with(
+        tmp_path,
+        "charlm.py",
+        "mask = causal_mask(t, start + t, device=idx.device)",
+        "mask = causal_mask(t, device=idx.device)",
+    )
+    idx = torch.tensor([[3, 1, 4, 1, 5, 2, 6]])
+
+    with InProcessSubmission(SOLUTIONS.parent) as hw:
+        torch.manual_seed(0)
+        built = hw.new("charlm.CharLM", 8, d_model=8, n_heads=2, n_layers=1, d_ff=8)
+        state = built.call("state_dict")
+
+    def chunks(hw):
+        model = hw.new("charlm.CharLM", 8, d_model=8, n_heads=2, n_layers=1, d_ff=8)
+        model.load_state(dict(state))
+        caches = model.call("make_caches", 1)
+        model(idx[:, :4], caches=caches)
+        with contextlib.suppress(StudentError):
+            model(idx[:, 4:], caches=caches)
+
+    entries = journal_of(folder, chunks)
+    assert entries[-1].error[:2] == ("ValueError", "raised in")
+    positions = _reference_with(
+        tmp_path / "positions",
+        "charlm.py",
+        *MUTANTS["cached-forward-wrong-positions"].edits[0],
+    )
+    assert diagnosis.replay(positions, entries, "cpu") == []  # the same answers
+    assert diagnosis.diagnose(entries, 7, "cpu") is None
+
+
+def test_a_part_building_on_one_that_failed_later_keeps_no_name():
+    """Public tests run before hidden ones: part 2's hidden failure comes after part 6's
+    public one, and takes part 6's likely mistake away once the results are in."""
+
+    def result(part, passed, message="", hidden=False):
+        return runner.TestResult(
+            f"t{part}{hidden}", "t", part, 1, hidden, passed, message, diagnosis=message
+        )
+
+    named = f"GQA output wrong\n{diagnosis.LIKELY} positions restart at 0"
+    results = {
+        "a": result(6, False, named),
+        "b": result(2, False, "causal_mask wrong", hidden=True),
+        "c": result(1, False, f"softmax wrong\n{diagnosis.LIKELY} no max subtracted"),
+    }
+    by_part = {t.part: t for t in runner._sorted(results)}
+    assert by_part[6].message == "GQA output wrong" and not by_part[6].diagnosis
+    assert by_part[1].message == results["c"].message  # part 1 builds on no part
+
+
+def test_an_earlier_parts_mistake_made_in_this_parts_code_is_named(tmp_path):
+    """The heads undo the attention's scale (a mistake of part 1 made in part 3's code):
+    no part 3 mutant answers so, part 1's unscaled attention does."""
+    folder = _reference_with(
+        tmp_path,
+        "heads.py",
+        "        q = split_heads(self.q_proj(x), self.n_heads)  # (B, h, Tq, d_h)",
+        "        q = split_heads(self.q_proj(x), self.n_heads) * self.d_head**0.5",
+    )
+    x = torch.randn(2, 3, 8, dtype=torch.float64)
+
+    def attend(hw):
+        torch.manual_seed(1)
+        heads = hw.new("heads.MultiHeadAttention", 8, 2)
+        heads.call("double")
+        state = {k: torch.randn(s, dtype=torch.float64) for k, s in SHAPES.items()}
+        heads.load_state(state)
+        heads(x)
+
+    entries = journal_of(folder, attend)
+    assert diagnosis.diagnose(entries, 3, "cpu") is None
+    found = diagnosis.diagnose(entries, 3, "cpu", frozenset({1, 2}))
+    assert found == MUTANTS["no-scale"].description
+
+
+SHAPES = {
+    **{f"{p}_proj.weight": (8, 8) for p in ("q", "k", "v", "out")},
+    **{f"{p}_proj.bias": (8,) for p in ("q", "k", "v", "out")},
+}
+
+
+def test_the_suites_name_stands_where_a_known_mistake_carries_it():
+    """A hint of the suite's own that no mutant of the part carries (left padding, in the
+    masks) names no known mistake, and is not named."""
+    assert diagnosis.confirmed("a fully masked row gives NaN instead of raising", {1})
+    assert not diagnosis.confirmed("left padding instead of right padding", {2})
+    assert not diagnosis.confirmed(
+        "a fully masked row gives NaN instead of raising", {2}
+    )

@@ -15,6 +15,12 @@ float64, where they show at 1e-6):
 
 "Exactly" in SPEC.md means ``torch.equal``: ``assert_exact``.
 
+On the second device (``tests/graded/inputs.py``) values are compared at float32's tolerance
+whatever their dtype (``precision=SECOND_PRECISION``): a device may lack float64 (Apple's MPS
+does), and correct code may compute there at float32's precision (RoPE's angles, say). The
+tests on the CPU hold float64 to its own tolerance; those on the second device judge where
+results are, and values only as far as any device must get them right.
+
 A failing comparison reports the size and place of the largest error, never the expected
 values (hidden tests must not leak them). ``likely`` maps a known mistake to what that mistake
 would produce; when the student's result matches one, the message names it.
@@ -46,8 +52,16 @@ TOLERANCES = {
 Suspects = Mapping[str, "torch.Tensor | Callable[[], torch.Tensor]"]
 
 
-def tolerance(dtype: torch.dtype) -> Tolerance:
-    return TOLERANCES[dtype]
+#: The precision a device may use for any floating-point dtype (see above).
+SECOND_PRECISION = torch.float32
+
+
+def tolerance(dtype: torch.dtype, precision: torch.dtype | None = None) -> Tolerance:
+    """``dtype``'s tolerance, or ``precision``'s where that is looser."""
+    own = TOLERANCES[dtype]
+    if precision is None or TOLERANCES[precision].atol <= own.atol:
+        return own
+    return TOLERANCES[precision]
 
 
 def check_tensor(actual, expected: torch.Tensor, what: str) -> None:
@@ -70,11 +84,16 @@ def check_tensor(actual, expected: torch.Tensor, what: str) -> None:
         )
 
 
-def is_close(actual: torch.Tensor, expected: torch.Tensor) -> bool:
-    """Within the tolerance of ``expected``'s dtype; NaN matches nothing, infinities must agree."""
+def is_close(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    precision: torch.dtype | None = None,
+) -> bool:
+    """Within the tolerance of ``expected``'s dtype (or ``precision``'s, where looser); NaN
+    matches nothing, infinities must agree."""
     if not expected.is_floating_point():
         return actual.shape == expected.shape and torch.equal(actual, expected)
-    tol = tolerance(expected.dtype)
+    tol = tolerance(expected.dtype, precision)
     a, e = actual.double(), expected.double()
     if a.shape != e.shape or torch.isnan(a).any():
         return False
@@ -82,12 +101,17 @@ def is_close(actual: torch.Tensor, expected: torch.Tensor) -> bool:
 
 
 def assert_close(
-    actual, expected: torch.Tensor, what: str, likely: Suspects = ()
+    actual,
+    expected: torch.Tensor,
+    what: str,
+    likely: Suspects = (),
+    precision: torch.dtype | None = None,
 ) -> None:
-    """``actual`` equals ``expected`` within the dtype's tolerance, or a helpful failure."""
+    """``actual`` equals ``expected`` within the dtype's tolerance (or that of ``precision``,
+    where looser: ``SECOND_PRECISION``), or a helpful failure."""
     record_suspects(likely)
     check_tensor(actual, expected, what)
-    if is_close(actual, expected):
+    if is_close(actual, expected, precision):
         return
     if torch.isnan(actual).any():
         problem = f"{what} contains NaN"
@@ -98,13 +122,14 @@ def assert_close(
         err = torch.nan_to_num(err, nan=float("inf"))
         where = tuple(int(i) for i in torch.unravel_index(err.argmax(), err.shape))
         tol = (
-            tolerance(expected.dtype)
+            tolerance(expected.dtype, precision)
             if expected.is_floating_point()
             else Tolerance(0, 0)
         )
         problem = (
             f"{what}: wrong, largest error {err.max().item():.3g} at index {where} "
-            f"(tolerance rtol={tol.rtol:g}, atol={tol.atol:g} for {expected.dtype})"
+            f"(tolerance rtol={tol.rtol:g}, atol={tol.atol:g} for {expected.dtype}"
+            f"{'' if precision is None else ' on a second device'})"
         )
     raise AssertionError(problem + diagnosis(actual, likely))
 

@@ -630,14 +630,53 @@ RESTYLED: tuple[Restyled, ...] = (
     ),
 )
 
-#: Correct solutions, by name: their packages (``write_correct``).
-CORRECT_STYLES = {"solutions": SOLUTIONS, "alice": ALICE}
+#: Correct code that a CPU and a CUDA GPU both grade at full marks, in the styles code written
+#: for other devices takes: ``(file, (old, new), ...)`` edits of the reference.
+DEVICE_STYLES = {
+    # float64 only where the device is known to have it (as code written for Apple's MPS
+    # does): the second device computes RoPE at float32's precision, which a device may.
+    "device-type-branch": (
+        "rope.py",
+        (
+            "    angles = rope_angles(positions, x.shape[-1], base, dtype=x.dtype)",
+            (
+                '    wide = x.device.type in ("cpu", "cuda") and x.dtype == torch.float64\n'
+                "    precision = torch.float64 if wide else torch.float32\n"
+                "    angles = rope_angles(positions, x.shape[-1], base, dtype=precision)"
+            ),
+        ),
+        (
+            "    return rotated.flatten(-2)  # (..., T, d_head)",
+            "    return rotated.flatten(-2).to(x.dtype)  # (..., T, d_head)",
+        ),
+    ),
+    # Evaluation and generation under torch.inference_mode() in place of torch.no_grad().
+    "inference-mode": (
+        "charlm.py",
+        (
+            "        with torch.no_grad():\n            for inputs",
+            "        with torch.inference_mode():\n            for inputs",
+        ),
+        (
+            "        with torch.no_grad():\n            caches",
+            "        with torch.inference_mode():\n            caches",
+        ),
+    ),
+}
+
+#: Correct solutions, by name: their packages, or the reference with a device style's edits
+#: (``write_correct``).
+CORRECT_STYLES = {"solutions": SOLUTIONS, "alice": ALICE, **DEVICE_STYLES}
 
 
 def write_correct(out: Path, styles=CORRECT_STYLES) -> list[tuple[str, Path]]:
     """Each correct style as a submission in ``out/<name>``: ``(name, folder)``."""
     written = []
-    for name, package in styles.items():
-        shutil.copytree(package, out / name / PACKAGE)
+    for name, style in styles.items():
+        if isinstance(style, Path):
+            shutil.copytree(style, out / name / PACKAGE)
+        else:
+            file, *edits = style
+            apply(Mutant(name, file, tuple(edits), 0, ""), SOLUTIONS, out / name)
         written.append((name, out / name))
     return written
