@@ -7,9 +7,10 @@ suite and starting the sandbox's template, are paid once per grading process ins
 per submission. ``--jobs`` runs several such processes side by side.
 
 Whatever goes wrong while grading one submission is that submission's problem: it comes back as
-a ``Graded`` with ``failed`` set and the reason among its problems, and the batch goes on. So
-is a grading that costs this process too much (``_CostGuard``): its replies, the comparisons and
-the diagnosis of its failures run here, beside every later submission's.
+a ``Graded`` with ``failed`` set and the reason among its problems, and the batch goes on. A
+grading that costs this process too much (``_CostGuard``: its replies, the comparisons and the
+diagnosis of its failures run here, beside every later submission's) is stopped instead, the
+tests not run failing with the reason: a final grade.
 """
 
 from __future__ import annotations
@@ -120,10 +121,11 @@ def grade_one(name: str, source: Path | intake.Staged, settings: Settings) -> Gr
             return failure(
                 name, f"{type(exc).__name__}: {exc}".replace(tmp, "<submission>")
             )
+        stopped = [_COST.stopped] if settings.isolate and _COST.stopped else []
         return Graded(
             name,
             tests,
-            staged.problems + events,
+            staged.problems + events + stopped,
             time.monotonic() - start,
             grader_events=events,
         )
@@ -234,37 +236,50 @@ class _PartProgress:
 
 
 class _CostGuard:
-    """Stops a submission whose grading costs this process more than ``COST_MULTIPLE`` times
-    the reference's CPU time, or more than ``MAX_MEMORY_GROWTH`` of memory: checked as each
-    test starts, so one test's overrun is the most it gets. The submission's grading then
-    fails with the reason (the grader's failure on it: its row is empty, and it is graded again
-    on the next run); the batch goes on. Never a grade: CPU time varies from run to run."""
+    """Stops grading a submission whose grading costs this process more than
+    ``COST_MULTIPLE`` times the reference's CPU time, or more than ``MAX_MEMORY_GROWTH`` of
+    memory: checked as each test starts, so one test's overrun is the most it gets. That test
+    and every later one fail with the reason, which is also one of the submission's problems:
+    the grade is final and the batch goes on. The grader's own cost grows only with what the
+    student's code sends and does, and the multiple keeps honest code far from the limit, so
+    the run-to-run wobble of CPU time never decides a grade."""
 
     def __init__(self):
         self._cpu = 0.0  # this process's CPU time as the submission began
         self._peak = 0  # and its peak memory, reset then
+        #: Why the submission's grading was stopped (None: it was not).
+        self.stopped: str | None = None
 
     def begin(self) -> None:
         with contextlib.suppress(OSError):
             Path("/proc/self/clear_refs").write_text("5")  # the peak, from now
         self._cpu, self._peak = time.process_time(), _peak_memory()
+        self.stopped = None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
-        tests = len(item.session.items)
+        if self.stopped is None:
+            self.stopped = self._overrun(len(item.session.items))
+        if self.stopped is not None:
+            pytest.fail(f"not graded: {self.stopped}", pytrace=False)
+
+    def _overrun(self, tests: int) -> str | None:
         allowed = max(COST_FLOOR, COST_MULTIPLE * REFERENCE_CPU_PER_TEST * tests)
         spent = time.process_time() - self._cpu
         grown = _peak_memory() - self._peak
         if spent > allowed:
-            raise SuiteError(
-                f"grading it cost the grading process {spent:.0f} s of CPU time, more than "
-                f"the {allowed:.0f} s allowed ({COST_MULTIPLE} times the reference's)"
+            return (
+                f"grading your code cost the grading process {spent:.0f} s of CPU time, more "
+                f"than the {allowed:.0f} s allowed ({COST_MULTIPLE} times the reference's), "
+                "so the tests from here on were not run"
             )
         if grown > MAX_MEMORY_GROWTH:
-            raise SuiteError(
-                f"grading it took the grading process {grown / 1e9:.1f} GB of memory beyond "
-                f"what it held, more than the {MAX_MEMORY_GROWTH / 1e9:.1f} GB allowed"
+            return (
+                f"grading your code took the grading process {grown / 1e9:.1f} GB of memory "
+                f"beyond what it held, more than the {MAX_MEMORY_GROWTH / 1e9:.1f} GB allowed, "
+                "so the tests from here on were not run"
             )
+        return None
 
 
 def _peak_memory() -> int:

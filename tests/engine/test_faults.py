@@ -29,7 +29,7 @@ from autograder.commands import cli
 from autograder.facts.points import PACKAGE, PARTS
 from autograder.facts.protocol import StudentError
 from autograder.grading import grade
-from autograder.outputs import classreport, report
+from autograder.outputs import report
 from autograder.sandbox import client as sandbox
 from autograder.sandbox import host_wait, retries, template_client
 from autograder.sources.release import SOLUTIONS
@@ -453,19 +453,22 @@ def test_a_grading_too_costly_for_the_grading_process_is_that_submissions_proble
     reference, clean, monkeypatch, tmp_path, limit
 ):
     """Past its share of the grading process's CPU time or memory, a submission's grading
-    stops with the reason, as the grader's failure on it (an empty gradebook row); the next
-    submission is graded as ever. The limits are lowered to nothing here to reach them."""
+    stops: the tests from there on fail with the reason, which is among its problems, and the
+    grade is final (never the grader's failure, never graded again); the next submission is
+    graded as ever. The limits are lowered to nothing here to reach them at the first test."""
     if limit == "CPU time":
         monkeypatch.setattr(grade, "COST_FLOOR", 0.0)
         monkeypatch.setattr(grade, "REFERENCE_CPU_PER_TEST", 0.0)
     else:
         monkeypatch.setattr(grade, "MAX_MEMORY_GROWTH", -1)
     costly = grade.grade_one("reference", reference, SETTINGS)
-    assert costly.failed and limit.split()[0] in costly.detail
+    assert not costly.failed and costly.tests and not costly.grader_events
+    assert all(not t.passed and "not graded: " in t.message for t in costly.tests)
+    assert [
+        p for p in costly.problems if limit.split()[0] in p and "grading process" in p
+    ]
     report.write_submission(tmp_path, costly, digests={"submission": "s", "suite": "t"})
     row = report.gradebook_row(tmp_path, "reference")
-    assert row["score"] == "" and "grading process" in row["problems"]
-    summary = classreport.summarize(tmp_path, ["reference"], [row])
-    assert summary.scores == [] and summary.troubles == [("reference", row["problems"])]
+    assert float(row["score"]) == 0 and "grading process" in row["problems"]
     monkeypatch.undo()
     assert outcomes(graded_with(reference)) == outcomes(clean)
