@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
+from autograder.facts import safe_text
 from autograder.facts.points import PARTS, part_of_file
 
 SOFTMAX = frozenset(
@@ -465,9 +466,7 @@ def _described(uses: list[Violation]) -> str:
 
 
 def _lines(lines: list[int]) -> str:
-    more = len(lines) - MORE_LINES
-    shown = ", ".join(map(str, lines[:MORE_LINES]))
-    return f"{shown} and {more} more" if more > 0 else shown
+    return safe_text.first_of(map(str, lines), MORE_LINES)
 
 
 #: Lines of further uses, and constructs per file and rule, that a description lists.

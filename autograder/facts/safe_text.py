@@ -79,13 +79,19 @@ def capped(text: str, limit: int = MAX_NAME) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def first_of(texts, count: int) -> str:
+    """The first ``count`` of ``texts``, comma-separated, then how many more ("and 12 more")."""
+    texts = list(texts)
+    more = len(texts) - count
+    return ", ".join(texts[:count]) + (f" and {more} more" if more > 0 else "")
+
+
 def name_list(names, count: int = MAX_NAMES, length: int = MAX_NAME) -> str:
     """``names`` as comma-separated Markdown code spans, each cut to ``length``, the first
     ``count`` of them and then how many more."""
     names = list(names)
-    shown = ", ".join(md_code_span(capped(n, length)) for n in names[:count])
-    more = len(names) - count
-    return shown + (f" and {more} more" if more > 0 else "")
+    spans = [md_code_span(capped(n, length)) for n in names[:count]]
+    return first_of(spans + names[count:], count)
 
 
 def _utf16_units(text: str) -> int:

@@ -87,7 +87,7 @@ def conftest_refusals(path: str, source: str) -> list[str]:
     except SyntaxError as error:
         return [f"{path}:{error.lineno}: does not parse ({error.msg})"]
     return [
-        f"{path}:{node.lineno}: `{_short(node)}`: the handout's conftest.py only loads the "
+        f"{path}:{node.lineno}: `{short(node)}`: the handout's conftest.py only loads the "
         "engine's plugin (pytest_plugins = [...]); fixtures and hooks belong in "
         "autograder/grading/plugin.py"
         for node in tree.body
@@ -95,15 +95,16 @@ def conftest_refusals(path: str, source: str) -> list[str]:
         and not (
             isinstance(node, ast.Assign)
             and [ast.unparse(t) for t in node.targets] == ["pytest_plugins"]
-            and _is_literal(node.value)
+            and is_literal(node.value)
         )
     ]
 
 
-def _is_literal(node: ast.expr) -> bool:
+def is_literal(node: ast.expr) -> bool:
+    """Whether ``node`` is a value written out (``ast.literal_eval`` reads it)."""
     try:
         ast.literal_eval(node)
-    except ValueError:
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False
     return True
 
@@ -135,7 +136,7 @@ class _Shapes:
             elif isinstance(node, (ast.Attribute, ast.Name)) and id(node) in held:
                 self.refuse(
                     node,
-                    f"`{_short(node)}` held as a value",
+                    f"`{short(node)}` held as a value",
                     "a library function handed on or kept in a name is a call the leak "
                     "check does not see: call it where it stands",
                 )
@@ -193,7 +194,7 @@ class _Shapes:
             if default is not None and self.written_out(default) is None:
                 self.refuse(
                     default,
-                    f"{function.name} (default `{_short(default)}`)",
+                    f"{function.name} (default `{short(default)}`)",
                     f"a default value computed at import: {FIX_VALUE}",
                 )
 
@@ -221,7 +222,7 @@ class _Shapes:
                 self.refuse(
                     node,
                     ", ".join(names),
-                    f"computed at import (`{_short(node.value)}`), which the leak check "
+                    f"computed at import (`{short(node.value)}`), which the leak check "
                     f"does not follow: {FIX_VALUE}",
                 )
                 return
@@ -231,7 +232,7 @@ class _Shapes:
             self.refuse(
                 node,
                 "module-level code",
-                f"`{_short(node)}` runs at import, which the leak check does not follow: "
+                f"`{short(node)}` runs at import, which the leak check does not follow: "
                 f"put it in a test or a helper function; {FIX_VALUE}",
             )
 
@@ -365,7 +366,7 @@ class _Shapes:
         if origin:
             module, _, name = origin.partition(":")
             return f"{module}.{name}" if name else module
-        return node.id if isinstance(node, ast.Name) else _short(node)
+        return node.id if isinstance(node, ast.Name) else short(node)
 
     # decorators ------------------------------------------------------------------------------
     def marker(self, decorator: ast.expr) -> str | None:
@@ -385,14 +386,14 @@ class _Shapes:
 
     def decorator(self, function: ast.FunctionDef, decorator: ast.expr) -> None:
         marker = self.marker(decorator)
-        what = f"{function.name} (@{_short(decorator)})"
+        what = f"{function.name} (@{short(decorator)})"
         arguments = (
             [*decorator.args, *(k.value for k in decorator.keywords)]
             if isinstance(decorator, ast.Call)
             else []
         )
         if marker not in KNOWN_DECORATORS:
-            fixture = "fixture" in _short(decorator)
+            fixture = "fixture" in short(decorator)
             self.refuse(
                 decorator,
                 what,
@@ -460,6 +461,7 @@ def _is_docstring(node: ast.stmt) -> bool:
     )
 
 
-def _short(node: ast.AST) -> str:
+def short(node: ast.AST) -> str:
+    """``node``'s source on one line, cut to 60 characters: how a refusal quotes it."""
     text = ast.unparse(node).replace("\n", " ")
     return text if len(text) <= 60 else text[:57] + "..."

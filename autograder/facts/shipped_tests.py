@@ -541,7 +541,7 @@ class _Scope:
                     self.judge.refuse(
                         kind,
                         f"and {self.module.path}:{node.lineno} computes with the "
-                        f"student's result on it (`{_short(node)}`)",
+                        f"student's result on it (`{shipped_shapes.short(node)}`)",
                     )
             return STUDENT
         merged = _merged(kinds)
@@ -559,7 +559,9 @@ class _Scope:
             function = function.parent
             if function is not None:
                 name, def_line = function.name, function.node.lineno
-        return Computation(name, self.module.path, def_line, node.lineno, _short(node))
+        return Computation(
+            name, self.module.path, def_line, node.lineno, shipped_shapes.short(node)
+        )
 
     def torch_path(self, node: ast.expr) -> str | None:
         """``torch.nn.functional.relu`` for ``F.relu``; None when not torch's (or numpy's)."""
@@ -587,7 +589,9 @@ class _Scope:
         arguments = [*node.args, *(k.value for k in node.keywords)]
         kinds = [self.value(a) for a in arguments]
         func = node.func
-        what = f"`{_short(func)}(...)` at {self.module.path}:{node.lineno}"
+        what = (
+            f"`{shipped_shapes.short(func)}(...)` at {self.module.path}:{node.lineno}"
+        )
         # Student code, reached through hw, a handle, or a helper handed a student callable.
         callee = self.value(func) if not isinstance(func, ast.Name) else None
         if callee is not None and callee.student:
@@ -636,7 +640,11 @@ class _Scope:
         if any(k.student for k in kinds) and last not in COMPARISON_CALLS:
             return self.operation(node, kinds)
         if name.startswith("torch") and last in INPUT_CALLS:
-            if last in ("tensor", "as_tensor") and _literal(node):
+            if (
+                last in ("tensor", "as_tensor")
+                and node.args
+                and shipped_shapes.is_literal(node.args[0])
+            ):
                 return (
                     TENSOR  # written out, as a stored answer is: what it gives computes
                 )
@@ -704,16 +712,3 @@ def _merged(kinds) -> Kind:
     for kind in kinds:
         merged = merged | kind
     return merged
-
-
-def _literal(node: ast.Call) -> bool:
-    try:
-        ast.literal_eval(node.args[0])
-    except (ValueError, IndexError, SyntaxError, TypeError):
-        return False
-    return True
-
-
-def _short(node: ast.AST) -> str:
-    text = ast.unparse(node)
-    return text if len(text) <= 60 else text[:57] + "..."

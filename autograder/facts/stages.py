@@ -2,7 +2,7 @@
 rules, a worker's start, the requests, the diagnosis's replays, writing the outputs), for
 ``benchmarks/grading.py --profile``.
 
-Off unless the environment variable ``AUTOGRADER_PROFILE`` names a folder: then ``timed`` is a
+Off unless the environment variable ``AUTOGRADER_PROFILE`` names a folder; off, ``timed`` is a
 no-op shared context, so the grader pays nothing for it. On, each process adds what its stages
 took to a tally of its own and ``flush`` appends it to ``<folder>/<pid>.jsonl``, one line per
 submission (the name ``""``: a process's or a batch's own work), which the benchmark sums.

@@ -108,11 +108,6 @@ def _first_problem(found: findings.Findings) -> str:
     return ""
 
 
-def _who(names: list[str], limit: int = 5) -> str:
-    more = len(names) - limit
-    return ", ".join(names[:limit]) + (f" and {more} more" if more > 0 else "")
-
-
 def summary_table(summary: ClassSummary) -> Table:
     """The report's summary as a short table for the terminal (names, tests and diagnoses
     printed as written: ``E[x^2]`` or a folder ``bob[2]`` is no rich markup, and control
@@ -125,7 +120,7 @@ def summary_table(summary: ClassSummary) -> Table:
     kept = len(summary.batch) - summary.graded_now - len(summary.not_graded)
     graded += f" ({kept} unchanged, kept)" if kept > 0 else ""
     if summary.not_graded:
-        who = safe_text.terminal_cell(_who(summary.not_graded))
+        who = safe_text.terminal_cell(safe_text.first_of(summary.not_graded, 5))
         graded += f"; {len(summary.not_graded)} not graded: {who}"
     table.add_row("graded this run", graded)
     table.add_row(
@@ -141,7 +136,7 @@ def summary_table(summary: ClassSummary) -> Table:
     for diagnosis, who in summary.mistakes[:SHOWN]:
         table.add_row(
             f"likely mistake ({len(who)})",
-            safe_text.terminal_cell(f"{diagnosis}: {_who(who)}"),
+            safe_text.terminal_cell(f"{diagnosis}: {safe_text.first_of(who, 5)}"),
         )
     _more(table, "likely mistake", summary.mistakes)
     for test, count in summary.failed_tests[:SHOWN]:
