@@ -208,7 +208,7 @@ class ControlGroups:
     def __init__(self, name: str):
         self.folders: list[Path] = []
         remove_stale_groups()
-        self._usage: Path | None = None
+        self._usage: int | None = None  # cpuacct.usage, kept open: read twice a request
         for controller, setting, value in (
             ("pids", "pids.max", CGROUP_PIDS),
             ("memory", "memory.limit_in_bytes", CGROUP_MEMORY),
@@ -224,14 +224,15 @@ class ControlGroups:
                 continue
             self.folders.append(folder)
             if controller == "cpuacct":
-                self._usage = folder / setting
+                with contextlib.suppress(OSError):
+                    self._usage = os.open(folder / setting, os.O_RDONLY)
 
     def cpu_seconds(self) -> float | None:
         """The CPU time of every task that has run in the groups (``None``: not counted)."""
         if self._usage is None:
             return None
         try:
-            return int(self._usage.read_text()) / 1e9
+            return int(os.pread(self._usage, 64, 0)) / 1e9
         except (OSError, ValueError):
             return None
 
@@ -256,6 +257,8 @@ class ControlGroups:
                     if time.monotonic() > end:
                         break
                     time.sleep(0.05)
+        if self._usage is not None:
+            os.close(self._usage)
         self.folders, self._usage = [], None
 
 

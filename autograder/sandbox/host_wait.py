@@ -8,6 +8,7 @@ that applies it (``autograder.sandbox.client``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -39,12 +40,14 @@ class HostWait:
     NOTHING = (0.0, 0.0, None, 0.0)
 
     def __init__(self):
-        self._path: Path | None = None  # the current worker's statistics, once found
+        self._stats: int | None = None  # the worker's statistics, kept open
         self._looked = False
 
     def forget(self) -> None:
         """The worker is gone: the next one is looked up afresh."""
-        self._path, self._looked = None, False
+        if self._stats is not None:
+            os.close(self._stats)
+        self._stats, self._looked = None, False
 
     def counters(self, pid: int) -> tuple[float, float, float | None, float]:
         """Worker ``pid``'s (its pid in the template's namespace) wait for a CPU and time on
@@ -54,11 +57,14 @@ class HostWait:
         if not self._looked and pid:
             self._looked = True
             host = host_pid(pid, template.process.pid) if template else None
-            self._path = Path(f"/proc/{host}/schedstat") if host else None
-        if self._path is None or template is None:
+            with contextlib.suppress(OSError):
+                self._stats = (
+                    os.open(f"/proc/{host}/schedstat", os.O_RDONLY) if host else None
+                )
+        if self._stats is None or template is None:
             return self.NOTHING
         try:
-            ran, waited = self._path.read_bytes().split()[:2]
+            ran, waited = os.pread(self._stats, 128, 0).split()[:2]
         except (OSError, ValueError):
             return self.NOTHING
         sandbox = template.groups.cpu_seconds()

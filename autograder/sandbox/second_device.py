@@ -22,7 +22,6 @@ import contextlib
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
 
 from autograder.facts.protocol import SECOND_DEVICE as SECOND
 from autograder.facts.protocol import map_plain
@@ -162,11 +161,44 @@ def _on_cpu_instead(value):
     return value
 
 
+_COMPOSITE: dict = {}  # operation -> whether torch defines it by other operations
+
+
 def _composite(func) -> bool:
     """Whether torch defines ``func`` by other operations (and so breaks it up under autograd)."""
-    return torch._C._dispatch_has_kernel_for_dispatch_key(
-        func.name(), "CompositeImplicitAutograd"
-    )
+    found = _COMPOSITE.get(func)
+    if found is None:
+        found = _COMPOSITE[func] = torch._C._dispatch_has_kernel_for_dispatch_key(
+            func.name(), "CompositeImplicitAutograd"
+        )
+    return found
+
+
+def _leaves(args, kwargs) -> list:
+    """The values in an operation's arguments, lists and tuples opened (an operation's
+    arguments nest no deeper: torch's own tree utilities cost more than the operation here)."""
+    found = []
+
+    def add(value):
+        if type(value) is tuple or type(value) is list:
+            for item in value:
+                add(item)
+        else:
+            found.append(value)
+
+    for value in args:
+        add(value)
+    for value in kwargs.values():
+        add(value)
+    return found
+
+
+def _mapped(fn, value):
+    """``value`` with ``fn`` applied to each value inside its lists and tuples."""
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return kind([_mapped(fn, item) for item in value])
+    return fn(value)
 
 
 def _destination(func, args, kwargs) -> torch.device | None:
@@ -174,9 +206,7 @@ def _destination(func, args, kwargs) -> torch.device | None:
     if func is torch.ops.aten.to.other:
         other = args[1] if len(args) > 1 else kwargs["other"]
         return SECOND if isinstance(other, Elsewhere) else other.device
-    devices = [
-        v for v in tree_flatten((args, kwargs))[0] if isinstance(v, torch.device)
-    ]
+    devices = [v for v in _leaves(args, kwargs) if isinstance(v, torch.device)]
     return devices[0] if devices else None
 
 
@@ -190,13 +220,13 @@ def _run(func, args, kwargs):
             out = func.decompose(*args, **kwargs)
         if out is not NotImplemented:
             return out
-    leaves = tree_flatten((args, kwargs))[0]
+    leaves = _leaves(args, kwargs)
     made_here = (
         any(isinstance(v, torch.device) and _targets_second(v) for v in leaves)
         and func not in _MOVES
     )
     checked = (args[:1] + args[2:], kwargs) if func in _INDEXING else (args, kwargs)
-    tensors = [t for t in tree_flatten(checked)[0] if isinstance(t, torch.Tensor)]
+    tensors = [t for t in _leaves(*checked) if isinstance(t, torch.Tensor)]
     elsewhere = [t for t in tensors if isinstance(t, Elsewhere)]
     to_second = func in _MOVES and _targets_second(_destination(func, args, kwargs))
     if not elsewhere and not made_here and not to_second:
@@ -217,7 +247,9 @@ def _run(func, args, kwargs):
             return value.held
         return _on_cpu_instead(value)
 
-    out = func(*tree_map(held, args), **tree_map(held, kwargs))
+    out = func(
+        *_mapped(held, args), **{key: _mapped(held, v) for key, v in kwargs.items()}
+    )
     if leaving or func is torch.ops.aten._local_scalar_dense.default:
         return out
 
@@ -229,7 +261,7 @@ def _run(func, args, kwargs):
             return Elsewhere(value) if wrapper is None else wrapper
         return value
 
-    return tree_map(placed, out)
+    return _mapped(placed, out)
 
 
 def moved(value):
