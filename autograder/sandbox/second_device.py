@@ -58,16 +58,23 @@ class Elsewhere(torch.Tensor):
         # An inference tensor exactly when its values are one: a view made under
         # ``torch.inference_mode()`` of a tensor made outside it is a normal tensor, and torch
         # refuses to give an inference tensor the view's version counter.
-        with torch.inference_mode(held.is_inference()):
-            return torch.Tensor._make_wrapper_subclass(
-                cls,
-                held.shape,
-                strides=held.stride(),
-                storage_offset=held.storage_offset(),
-                dtype=held.dtype,
-                device=SECOND,
-                requires_grad=held.requires_grad,
-            )
+        inference = held.is_inference()
+        if inference == torch.is_inference_mode_enabled():  # already the mode it needs
+            return cls._wrapping(held)
+        with torch.inference_mode(inference):
+            return cls._wrapping(held)
+
+    @classmethod
+    def _wrapping(cls, held: torch.Tensor):
+        return torch.Tensor._make_wrapper_subclass(
+            cls,
+            held.shape,
+            strides=held.stride(),
+            storage_offset=held.storage_offset(),
+            dtype=held.dtype,
+            device=SECOND,
+            requires_grad=held.requires_grad,
+        )
 
     def __init__(self, held: torch.Tensor):
         self.held = held
