@@ -219,6 +219,13 @@ def _destination(func, args, kwargs) -> torch.device | None:
 
 def _run(func, args, kwargs):
     """``func`` on the held values, or torch's refusal when devices mix."""
+    leaves = _leaves(args, kwargs)
+    if not any(
+        isinstance(v, Elsewhere)
+        or (isinstance(v, torch.device) and v.type == SECOND.type)
+        for v in leaves
+    ):  # nothing here is on the second device or made there
+        return func(*args, **kwargs)
     if _composite(func):
         # Under ``torch.inference_mode()`` an operation made of others (``type_as``,
         # ``view_as``, ``to``) arrives whole; outside it torch breaks it up before it gets
@@ -227,7 +234,6 @@ def _run(func, args, kwargs):
             out = func.decompose(*args, **kwargs)
         if out is not NotImplemented:
             return out
-    leaves = _leaves(args, kwargs)
     made_here = (
         any(isinstance(v, torch.device) and _targets_second(v) for v in leaves)
         and func not in _MOVES
