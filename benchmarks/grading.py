@@ -488,6 +488,12 @@ def main() -> int:
         "sandbox_overhead_quartiles": _quartiles([g / s for s, _, g, _ in pairs]),
         "sandbox_overhead_interval": _median_interval([g / s for s, _, g, _ in pairs]),
         "projected_minutes_for_300": round(per_submission * 300 / 60, 1),
+        # What a single-bug submission costs against a correct one, each in its process.
+        "mutant_over_correct": round(
+            per_kind["ours_seconds_in_process"]["mutant"]
+            / per_kind["ours_seconds_in_process"]["correct"],
+            2,
+        ),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         # Load-independent figures: CPU seconds, which a busy machine stretches far less.
         "one_job_seconds_per_submission": round(one_job, 2),
