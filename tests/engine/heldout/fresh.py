@@ -637,13 +637,16 @@ from .attention import softmax
         "rewritten",
     ),
     Case(
-        "fresh_length_tensor_from_shape",
+        "fresh_length_tensor_counter",
         REF,
         GQA,
         (
             (
-                "        t = k_new.shape[2]\n",
-                "        t = torch.tensor(k_new.shape)[2]\n",
+                "        self.v = torch.zeros_like(self.k)\n        self.length = 0\n",
+                (
+                    "        self.v = torch.zeros_like(self.k)\n"
+                    "        self.length = torch.tensor(0)  # positions written\n"
+                ),
             ),
         ),
         6,
@@ -2443,7 +2446,7 @@ MULTI = (
             (
                 LM,
                 "    finally:\n        _restore_modes(saved)\n    if tokens == 0:\n",
-                "    finally:\n        pass\n    if tokens == 0:\n",
+                "    finally:\n        _restore_modes\n    if tokens == 0:\n",
             ),
         ),
         also_parts=(7,),
