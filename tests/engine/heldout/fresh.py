@@ -1241,17 +1241,20 @@ PARTIAL = (
         "partial",
     ),
     Case(
-        "fresh_cut_graph_bool_branch_detach",
+        "fresh_cut_graph_masked_path_detach",
         REF,
         ATT,
         (
             (
-                REF_BOOL,
-                """\
-            scores = scores.detach()  # the write below is in place
-            scores[mask] = float("-inf")
-""",
+                "    if mask is not None:\n        try:\n",
+                (
+                    "    if mask is not None:\n"
+                    "        scores = scores.detach()  # the mask is written in place below\n"
+                    "        try:\n"
+                ),
             ),
+            (REF_BOOL, '            scores.masked_fill_(mask, float("-inf"))\n'),
+            ("            scores = scores + mask\n", "            scores += mask\n"),
         ),
         1,
         CUT_GRAPH,
@@ -1300,20 +1303,6 @@ PARTIAL = (
         ),
         2,
         DIAGONAL,
-        "partial",
-    ),
-    Case(
-        "fresh_view_split_contiguous_assumed",
-        ALICE,
-        HDS,
-        (
-            (
-                "    grid = x.contiguous().view(batch, steps, n_heads, per_head)",
-                "    grid = x.view(batch, steps, n_heads, per_head)",
-            ),
-        ),
-        3,
-        VIEW,
         "partial",
     ),
     Case(
