@@ -282,6 +282,41 @@ REWRITTEN = (
         "rewritten",
     ),
     # Part 2: masks.py
+    Case(
+        "fresh_diagonal_tril_complement",
+        REF,
+        MSK,
+        (
+            (
+                """\
+    query_pos = torch.arange(t_q, device=device)[:, None] + (t_k - t_q)  # (t_q, 1)
+    key_pos = torch.arange(t_k, device=device)[None, :]  # (1, t_k)
+    return key_pos > query_pos  # (t_q, t_k)
+""",
+                """\
+    seen = torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril(t_k - t_q - 1)
+    return ~seen
+""",
+            ),
+        ),
+        2,
+        DIAGONAL,
+        "rewritten",
+    ),
+    Case(
+        "fresh_mask_on_cpu_padding_arange",
+        REF,
+        MSK,
+        (
+            (
+                "    positions = torch.arange(t, device=lengths.device)[None, :]  # (1, t)\n",
+                "    positions = torch.arange(t).unsqueeze(0)  # (1, t)\n",
+            ),
+        ),
+        2,
+        MASK_ON_CPU,
+        "rewritten",
+    ),
     # Part 3: heads.py
     Case(
         "fresh_true_division_alice",
