@@ -4,7 +4,10 @@ each correct case passes the whole graded suite.
 Run from the repository root (one case after another, never in parallel):
 
     .venv/bin/python -m tests.engine.heldout.check_heldout [NAME ...] [--wording FILE]
+        [--set {heldout,fresh}] [--blind]
 
+``--set fresh`` checks the second set (``fresh.py``); ``--blind`` prints pass and fail only, never
+the suite's "Likely mistake" lines (the fresh set is a measure: no one tunes on its diagnoses).
 Each case's base package is copied to a temporary folder, its edits applied (each old text must
 occur exactly once), and the graded tests of its parts run there with ``--submission``.
 """
@@ -17,6 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.engine.heldout.fresh import FRESH
 from tests.engine.heldout.mistakes import BASES, HELDOUT, KINDS, Case
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -36,6 +40,7 @@ PART_FILES = {
 }
 FAILED = re.compile(r"^FAILED (\S+?)(?: - |$)")
 LIKELY = re.compile(r"Likely mistake: (.+)")
+SETS = {"heldout": HELDOUT, "fresh": FRESH}
 
 
 def apply_edit(path: Path, old: str, new: str) -> None:
@@ -92,8 +97,9 @@ def run_part(
     return result.returncode, failed, likely
 
 
-def check(case: Case) -> list[str]:
-    """Problems with ``case`` (none when it behaves as declared); prints what it saw."""
+def check(case: Case, blind: bool = False) -> list[str]:
+    """Problems with ``case`` (none when it behaves as declared); prints what it saw (``blind``:
+    without the likely mistakes)."""
     with tempfile.TemporaryDirectory(prefix=f"heldout-{case.name}-") as tmp:
         submission = build(case, Path(tmp))
         if case.kind == "correct":
@@ -104,10 +110,8 @@ def check(case: Case) -> list[str]:
         for part in (case.part, *case.also_parts):
             select = case.select if part == 7 else ""
             code, failed, likely = run_part(submission, (part,), select)
-            print(
-                f"{case.name}: part {part}, failed {failed}; likely {likely}",
-                flush=True,
-            )
+            named = "" if blind else f"; likely {likely}"
+            print(f"{case.name}: part {part}, failed {failed}{named}", flush=True)
             if not failed:
                 problems.append(
                     f"{case.name}: no test of part {part} fails (exit {code})"
@@ -147,13 +151,16 @@ def main() -> None:
     parser.add_argument(
         "--wording", type=Path, help="the list of descriptions to check against"
     )
+    parser.add_argument("--set", choices=sorted(SETS), default="heldout")
+    parser.add_argument("--blind", action="store_true", help="print no likely mistakes")
     args = parser.parse_args()
-    problems = validate(HELDOUT, args.wording)
-    chosen = [case for case in HELDOUT if not args.names or case.name in args.names]
+    cases = SETS[args.set]
+    problems = validate(cases, args.wording)
+    chosen = [case for case in cases if not args.names or case.name in args.names]
     if args.start:
         chosen = chosen[[case.name for case in chosen].index(args.start) :]
     for case in chosen:
-        problems += check(case)
+        problems += check(case, args.blind)
     print("\n".join(problems) or f"all {len(chosen)} cases behave as declared")
     sys.exit(1 if problems else 0)
 

@@ -4,7 +4,9 @@ mistakes' descriptions alone, never from the zoo's code: the rates the engine is
 Run from the repository root (in-process: the cases are the reference's or alice's code with
 a few edits, trusted code):
 
-    .venv/bin/python -m tests.engine.heldout.measure [--jobs N] [NAME ...]
+    .venv/bin/python -m tests.engine.heldout.measure [--jobs N] [--set {heldout,fresh}] [NAME ...]
+
+``--set fresh`` measures the second set (``fresh.py``), written later from the descriptions alone.
 
 Each case is graded on the tests of the parts that can run its edited files (part 7 narrowed
 to the case's ``select``, as ``check_heldout`` runs it), with diagnosis on, and its feedback's
@@ -41,8 +43,8 @@ from autograder.batches.zoo.rates import _DiagnoseEveryTest
 from autograder.grading import grade
 from autograder.sources import runner
 from autograder.sources.zoo.mutants import CATALOGUE
-from tests.engine.heldout.check_heldout import PART_FILES, build
-from tests.engine.heldout.mistakes import HELDOUT, KINDS, Case
+from tests.engine.heldout.check_heldout import PART_FILES, SETS, build
+from tests.engine.heldout.mistakes import KINDS, Case
 
 
 @dataclass
@@ -208,9 +210,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="cases to measure (default: all)")
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--set", choices=sorted(SETS), default="heldout")
     parser.add_argument("--out", type=Path, help="write each case's failing tests here")
     args = parser.parse_args()
-    cases = [c for c in HELDOUT if not args.names or c.name in args.names]
+    cases = [c for c in SETS[args.set] if not args.names or c.name in args.names]
     failures: dict[str, list] = {}
     by_kind = measure(cases, args.jobs, failures)
     if args.out:
