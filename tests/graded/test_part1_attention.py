@@ -373,7 +373,8 @@ def test_scaled_dot_product_attention_matches_torch(hw):
 @pytest.mark.hidden
 def test_scaled_dot_product_attention_float_mask_and_gradients(hw):
     """Float masks are added to the scaled scores: 0/-inf, and arbitrary finite biases. The
-    output is a differentiable function of q, k and v: its gradients are the formula's."""
+    output is a differentiable function of q, k and v: its gradients are the formula's, with
+    a float mask and with a bool one."""
     q = randn(2, 2, 3, 3, seed=31)  # (B, h, Tq, d_k)
     k = randn(2, 2, 4, 3, seed=32)  # (B, h, Tk, d_k)
     v = randn(2, 2, 4, 2, seed=33)  # (B, h, Tk, d_v)
@@ -413,6 +414,21 @@ def test_scaled_dot_product_attention_float_mask_and_gradients(hw):
         upstream,
     )
     assert_gradients(got["inputs"], expected, "attention with a float mask")
+    prohibited = inf_mask.isinf()  # the same positions as a bool mask
+    got = hw.gradients(
+        SDPA,
+        q.to(dev),
+        k.to(dev),
+        v.to(dev),
+        mask=prohibited.to(dev),
+        upstream=upstream.to(dev),
+    )
+    expected, _ = gradients(
+        lambda q, k, v: attend(q, k, v, prohibited),
+        {"args[0]": q, "args[1]": k, "args[2]": v},
+        upstream,
+    )
+    assert_gradients(got["inputs"], expected, "attention with a bool mask")
 
 
 @pytest.mark.points(1)

@@ -218,6 +218,11 @@ def test_kv_cache_append(hw):
             else "",
         )
         length = cache.attr("length")
+        assert type(length) is int, (
+            f"KVCache.length should stay a Python int, got {type(length).__name__} after "
+            f"{filled} positions\n{LIKELY} length kept as a tensor: keep an int (add "
+            "k_new.shape[2] to it)"
+        )
         stuck = f"\n{LIKELY} append does not advance length" if length == before else ""
         assert length == filled, (
             f"KVCache.length is {length} after {filled} positions" + stuck
