@@ -183,6 +183,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         1,
         "cuts the computation off",
     ),
+    single(
+        "attention-detaches-bool-masked-scores",
+        "attention.py",
+        'scores = scores.masked_fill(mask, float("-inf"))',
+        'scores = scores.detach().masked_fill(mask, float("-inf"))',
+        1,
+        "cuts the computation off",
+    ),
     # Part 2 -----------------------------------------------------------------------------------
     single(
         "causal-hides-diagonal",
@@ -558,6 +566,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         "gqa.py",
         "        self.v = torch.zeros_like(self.k)\n        self.length = 0\n",
         "        self.v = torch.zeros_like(self.k)\n        self.length = torch.tensor(0)\n",
+        6,
+        "length kept as a tensor",
+    ),
+    single(
+        "kv-length-grows-as-a-tensor",
+        "gqa.py",
+        "        self.length += t\n",
+        "        self.length = self.length + torch.tensor(t)\n",
         6,
         "length kept as a tensor",
     ),
