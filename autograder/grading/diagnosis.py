@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.facts.points import PACKAGE, PARTS, builds_on
+from autograder.facts.points import PACKAGE, PARTS, builds_on, may_come_from_earlier
 from autograder.facts.protocol import ErrorInfo, Handle, StudentError, map_plain
 from autograder.sandbox.executor import Executor, InProcessSubmission
 from autograder.sources import runner
@@ -566,17 +566,20 @@ def amended(
     submission: Path,
     device,
     hidden: bool,
+    uses: tuple[int, ...] = (),
 ):
     """``exc`` with the diagnosis added to its message. A failure that may come from another
-    part names no mistake: where a part this one builds on has failed a test (``journal``'s
-    ``failed_parts``), ``exc`` without the suite's own likely mistake; where the part's own
+    part names no mistake: where a part the test runs (its part's, and its marker's ``uses``)
+    has failed a test (``journal``'s ``failed_parts``) and does not build on this one,
+    ``exc`` without the suite's own likely mistake (one that builds on this one may fail
+    because of it: the results decide, ``runner._sorted``); where the part's own
     files are the reference's, ``exc`` itself (the summary names the part to fix first). So
     does a failure where the student's code stopped at a stub (``submission`` holds the
     student's ``transformer_hw/``), or where the suite named a known mistake (``confirmed``);
     a name of another is taken out, and the replay's diagnosis given instead. ``exc`` is an
     ``AssertionError``, a ``StudentError`` or pytest's failure. A file the grader could not use
     ran no code: there is nothing to diagnose."""
-    if builds_on(part) & journal.failed_parts:
+    if may_come_from_earlier(part, uses, journal.failed_parts):
         return _without_likely(exc, hidden)
     if runner.student_error(exc) == "NotImplementedError":
         return exc

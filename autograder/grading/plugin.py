@@ -317,8 +317,17 @@ def pytest_runtest_call(item):
 
         hw = item.config.stash[GATE].hw
         hidden = marks[2] == "hidden"
+        uses = item.get_closest_marker("uses")
         with stages.timed("the diagnosis's replays"):
-            better = amended(exc, journal, marks[1], hw.root, hw.device, hidden)
+            better = amended(
+                exc,
+                journal,
+                marks[1],
+                hw.root,
+                hw.device,
+                hidden,
+                tuple(uses.args) if uses else (),
+            )
         if better is exc:
             raise
         raise better from exc

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from autograder.facts import safe_text, stages
-from autograder.facts.points import builds_on
+from autograder.facts.points import from_other_parts
 
 REPO = Path(__file__).resolve().parents[2]
 GRADED_DIR = REPO / "tests" / "graded"
@@ -349,13 +349,14 @@ def _suite_error(code, collector: Collector, output: str) -> SuiteError:
 
 
 def _sorted(results: dict[str, TestResult]) -> list[TestResult]:
-    """The results by part, with no likely mistake named in a part that builds on a part
-    with a failed test: the failure may come from there. (The diagnosis leaves them out as
-    it goes, ``autograder.grading.diagnosis.amended``, but every public test runs before every hidden
-    one, so an earlier part's hidden failure is known only here.)"""
-    failed = {t.part for t in results.values() if not (t.passed or t.skipped)}
+    """The results by part, with no likely mistake named in a failing test that runs the code
+    of another part whose failures its own part does not explain: the failure may come from
+    there (``from_other_parts``). (The diagnosis leaves them out as it goes,
+    ``autograder.grading.diagnosis.amended``, but every public test runs before every hidden
+    one, and whether a part explains another's failures is known only once all have run.)"""
+    elsewhere = from_other_parts(results.values())
     return sorted(
-        (_unnamed(t) if builds_on(t.part) & failed else t for t in results.values()),
+        (_unnamed(t) if t.nodeid in elsewhere else t for t in results.values()),
         key=lambda t: (t.part, t.nodeid),
     )
 
