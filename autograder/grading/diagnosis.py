@@ -73,6 +73,7 @@ class Entry:
         object  # the hypothesis example it belongs to (None outside property tests)
     )
     where: tuple[str, str] | None = None  # ``raised_where`` of its error
+    way: tuple[tuple[str, str], ...] = ()  # the public functions on its error's way
 
 
 class Journal:
@@ -101,6 +102,7 @@ class Journal:
                 error,
                 example,
                 raised_where(outcome.info) if raised else None,
+                _public_chain(outcome.info) if raised else (),
             )
         )
 
@@ -534,9 +536,19 @@ def _one_description(candidates, stage, entries, device, alike) -> str | None:
 
 def _shown_by(mutant: Mutant, stage: _Stage, otherwise: list[Entry]) -> bool:
     """Whether the requests the reference answers otherwise can show the mutant's mistake: one
-    is a value, or an error that arose in a function its edits lie in."""
+    is a value, or an error that arose in a function its edits lie in, or in one of that
+    function's file called on the way from it (the softmax's check of an all -inf slice, on
+    the way from the attention that gave it the wrong axis). An error raised in another file
+    is that code's refusal of what it was handed: a symptom several causes share."""
+    edited = stage.raises_in[mutant.name]
     return any(
-        e.error is None or e.where in stage.raises_in[mutant.name] for e in otherwise
+        e.error is None
+        or e.where in edited
+        or (
+            e.where is not None
+            and any(f in edited and f[0] == e.where[0] for f in e.way)
+        )
+        for e in otherwise
     )
 
 

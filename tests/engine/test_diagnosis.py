@@ -526,3 +526,30 @@ def test_the_suites_name_stands_where_a_known_mistake_carries_it():
     assert not diagnosis.confirmed(
         "a fully masked row gives NaN instead of raising", {2}
     )
+
+
+def test_an_error_a_helper_of_the_edited_function_raises_in_its_file_names_the_mistake(
+    tmp_path,
+):
+    """The softmax over the queries wherever a mask is given: a key every query prohibits
+    makes the softmax (attention.py's helper) refuse an all -inf slice, on the way from the
+    attention the mutant edits. The one request answered otherwise is that error: it shows
+    the mistake, as a value would."""
+    folder = _reference_with(
+        tmp_path,
+        "attention.py",
+        "weights = softmax(scores, dim=-1)  # (..., Tq, Tk)",
+        "weights = softmax(scores, dim=-1 if mask is None else -2)",
+    )
+    q, k, v = (torch.randn(3, 4, dtype=torch.float64) for _ in range(3))
+    mask = torch.zeros(3, 3, dtype=torch.bool)
+    mask[:, 2] = True  # no query sees key 2
+
+    def attend(hw):
+        with contextlib.suppress(StudentError):
+            hw.call("attention.scaled_dot_product_attention", q, k[:3], v[:3], mask)
+
+    entries = journal_of(folder, attend)
+    assert entries[0].where == ("attention.py", "softmax")
+    found = diagnosis.diagnose(entries, 1, "cpu")
+    assert found == MUTANTS["softmax-wrong-axis"].description
