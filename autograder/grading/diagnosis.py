@@ -514,24 +514,45 @@ def confirmed(named: str, parts) -> bool:
 
 
 def _one_description(candidates, stage, entries, device, alike) -> str | None:
-    """The one description of the ``candidates`` that answer ``entries`` alike (exactly, or
-    else otherwise only where ``alike``); None where two do, "" where none does."""
-    exact, partly = set(), set()
+    """The one description of the ``candidates`` that answer ``entries`` alike (exactly, else
+    otherwise only where ``alike``, else up to the state the mistake left: ``_after_first``);
+    None where two do at the best of these, "" where none does."""
+    tolerated = frozenset(alike) | _after_first(entries, alike)
+    exact, partly, first = set(), set(), set()
     for mutant in candidates:
         if mutant.description in exact:
             continue
         with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
-            differs = replay(stage.mutant(mutant), entries, device, frozenset(alike))
+            differs = replay(stage.mutant(mutant), entries, device, tolerated)
             if differs == []:
                 exact.add(mutant.description)
-            elif differs is not None:
+            elif differs is not None and set(differs) <= alike:
                 partly.add(mutant.description)
+            elif differs is not None:
+                first.add(mutant.description)
         if len(exact) > 1:
             return None
-    found = exact or partly
+    found = exact or partly or first
     if not found:
         return ""
     return found.pop() if len(found) == 1 else None
+
+
+def _after_first(entries: list[Entry], alike) -> frozenset[int]:
+    """The requests a mutant may answer otherwise, once it answered as the student's code did
+    the first request the reference answers otherwise, with a value: the later requests to an
+    object (a method of a handle). That first answer is the mistake itself; it leaves the
+    object in another state (a cache filled at other positions), and what the object answers
+    after shows the mistake compounded with where it was made (a mistake made only for single
+    tokens, the mutant's for every chunk)."""
+    first = next((i for i in range(len(entries)) if i not in alike), None)
+    if first is None or entries[first].error is not None:
+        return frozenset()
+    return frozenset(
+        i
+        for i in range(first + 1, len(entries))
+        if i not in alike and entries[i].target is not None
+    )
 
 
 def _shown_by(mutant: Mutant, stage: _Stage, otherwise: list[Entry]) -> bool:

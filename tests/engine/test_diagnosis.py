@@ -553,3 +553,38 @@ def test_an_error_a_helper_of_the_edited_function_raises_in_its_file_names_the_m
     assert entries[0].where == ("attention.py", "softmax")
     found = diagnosis.diagnose(entries, 1, "cpu")
     assert found == MUTANTS["softmax-wrong-axis"].description
+
+
+def test_a_mistake_that_leaves_an_object_in_another_state_is_named_by_its_first_answer(
+    tmp_path,
+):
+    """RoPE's offset skipped for chunks of one token only: the first chunk of one token
+    after the cache holds two is the mutant's answer (positions from 0); the chunk after it
+    is not, as the mutant offsets no chunk at all. Both answered otherwise from the cache's
+    state, the first answer names the mistake; a journal of the later chunk alone names
+    none."""
+    folder = _reference_with(
+        tmp_path,
+        "gqa.py",
+        "start = 0 if cache is None else cache.length",
+        "start = 0 if cache is None or t == 1 else cache.length",
+    )
+    x = torch.randn(1, 6, 8, dtype=torch.float64)
+    state = {
+        f"{p}_proj.weight": torch.randn(s, dtype=torch.float64)
+        for p, s in (("q", (8, 8)), ("k", (4, 8)), ("v", (4, 8)), ("out", (8, 8)))
+    }
+
+    def chunks(hw):
+        gqa = hw.new("gqa.GroupedQueryAttention", 8, 2, 1)
+        gqa.call("double")
+        gqa.load_state(dict(state))
+        cache = hw.new("gqa.KVCache", 1, 1, 6, 4, dtype=torch.float64)
+        for a, b in ((0, 2), (2, 3), (3, 6)):
+            gqa(x[:, a:b], cache=cache)
+
+    entries = journal_of(folder, chunks)
+    found = diagnosis.diagnose(entries, 6, "cpu")
+    assert found == MUTANTS["rope-positions-not-offset-by-cache"].description
+    # The last chunk's answer alone is no mutant's.
+    assert diagnosis.diagnose(entries[:-2] + entries[-1:], 6, "cpu") is None
