@@ -116,32 +116,35 @@ def fix_first(tests: Iterable) -> dict[int, list[int]]:
     }
 
 
-def from_other_parts(tests: Iterable) -> set[str]:
-    """The ``nodeid`` of each failing test whose failure may come from another part: it runs
-    the code of a part with a failed test whose failures its own part does not explain
-    (``_explains``). Part 3's failing split_heads explains part 6's failures, so part 3's
-    cache tests, which run part 6's cache, keep their own; a wrong cache, failing part 3's
-    cache tests alone, does not, so they may come from there."""
+def from_other_parts(tests: Iterable) -> dict[str, set[int]]:
+    """For each failing test whose failure may come from another part, by ``nodeid``, those
+    parts: it runs their code, they have a failed test, and its own part does not explain
+    their failures (``_explains``). Part 3's failing split_heads explains part 6's failures,
+    so part 3's cache tests, which run part 6's cache, keep their own; a wrong cache,
+    failing part 3's cache tests alone, does not, so they may come from there."""
     tests = [t for t in tests if not t.skipped]
     failing = _failing(tests)
-    return {
-        t.nodeid
-        for t in tests
-        if not t.passed
-        and any(
-            failing[i] and not _explains(failing, t.part, i)
+    found = {}
+    for t in tests:
+        if t.passed:
+            continue
+        parts = {
+            i
             for i in _reach(t) - {t.part}
-        )
-    }
+            if failing[i] and not _explains(failing, t.part, i)
+        }
+        if parts:
+            found[t.nodeid] = parts
+    return found
 
 
-def may_come_from_earlier(part: int, uses: Iterable[int], failed: set[int]) -> bool:
-    """Whether a failing test of ``part`` (its marker's ``uses``) may fail because of another
-    part with a failed test (``failed``), as far as known while the suite runs: one it runs
-    that does not build on ``part`` (one that does may fail because of ``part``; the results
+def failed_earlier(part: int, uses: Iterable[int], failed: set[int]) -> set[int]:
+    """The parts with a failed test (``failed``) a failing test of ``part`` (its marker's
+    ``uses``) may fail because of, as far as known while the suite runs: those it runs that
+    do not build on ``part`` (one that does may fail because of ``part``; the results
     decide, ``from_other_parts``)."""
     reach = set(PARTS[part].uses) | set(uses)
-    return any(part not in builds_on(i) for i in reach & failed)
+    return {i for i in reach & failed if part not in builds_on(i)}
 
 
 def _reach(test) -> set[int]:

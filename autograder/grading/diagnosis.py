@@ -19,18 +19,20 @@ from __future__ import annotations
 import ast
 import atexit
 import contextlib
+import itertools
 import random
 import re
 import shutil
 import sys
 import tempfile
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 
-from autograder.facts.points import PACKAGE, PARTS, builds_on, may_come_from_earlier
+from autograder.facts.points import PACKAGE, PARTS, builds_on, failed_earlier
 from autograder.facts.protocol import ErrorInfo, Handle, StudentError, map_plain
 from autograder.sandbox.executor import Executor, InProcessSubmission
 from autograder.sources import runner
@@ -79,11 +81,26 @@ class Entry:
 class Journal:
     """The requests of the test under way (``Submission.journal``): only those of its last
     hypothesis example are kept, the one that failed. ``failed_parts``: the parts with a
-    failed test so far, in this submission."""
+    failed test so far, in this submission; ``failures``: how many per part; ``named``: per
+    part, the description each failure's diagnosis named (None where it named none)."""
 
     def __init__(self):
         self.entries: list[Entry] = []
         self.failed_parts: set[int] = set()
+        self.failures: Counter[int] = Counter()
+        self.named: dict[int, list[str | None]] = defaultdict(list)
+
+    def failed(self, part: int) -> None:
+        """A test of ``part`` failed."""
+        self.failed_parts.add(part)
+        self.failures[part] += 1
+
+    def only_name(self, part: int) -> str | None:
+        """The description every failure of ``part`` so far was named by, where one was."""
+        names = self.named.get(part, [])
+        if len(names) != self.failures[part] or len(set(names)) != 1:
+            return None
+        return names[0]
 
     def __call__(self, op, target, name, args, kwargs, outcome) -> None:
         example = _current_example()
@@ -260,12 +277,17 @@ class _Stage:
             m.name: edited_names(m) for m in CATALOGUE
         }  # (file, function)
 
-    def mutant(self, mutant: Mutant) -> Path:
-        if mutant.name not in self._mutants:
-            self._mutants[mutant.name] = apply(
-                mutant, SOLUTIONS, self.root / mutant.name
-            )
-        return self._mutants[mutant.name]
+    def mutant(self, mutant: Mutant, base: tuple[Mutant, ...] = ()) -> Path:
+        """The reference with the edits of ``base`` (mutants of other files) and ``mutant``."""
+        names = [m.name for m in (*base, mutant)]
+        key = "+".join(names)
+        if key not in self._mutants:
+            source = SOLUTIONS
+            for i, m in enumerate((*base, mutant)):
+                folder = self.root / "+".join(names[: i + 1])
+                source = apply(m, source, folder) / PACKAGE
+            self._mutants[key] = source.parent
+        return self._mutants[key]
 
 
 _STAGE: _Stage | None = None
@@ -513,7 +535,7 @@ def confirmed(named: str, parts) -> bool:
     return any(m.part in parts and m.diagnosis.lower() in named for m in CATALOGUE)
 
 
-def _one_description(candidates, stage, entries, device, alike) -> str | None:
+def _one_description(candidates, stage, entries, device, alike, base=()) -> str | None:
     """The one description of the ``candidates`` that answer ``entries`` alike (exactly, else
     otherwise only where ``alike``, else up to the state the mistake left: ``_after_first``);
     None where two do at the best of these, "" where none does."""
@@ -523,7 +545,7 @@ def _one_description(candidates, stage, entries, device, alike) -> str | None:
         if mutant.description in exact:
             continue
         with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
-            differs = replay(stage.mutant(mutant), entries, device, tolerated)
+            differs = replay(stage.mutant(mutant, base), entries, device, tolerated)
             if differs == []:
                 exact.add(mutant.description)
             elif differs is not None and set(differs) <= alike:
@@ -605,27 +627,104 @@ def amended(
     part names no mistake: where a part the test runs (its part's, and its marker's ``uses``)
     has failed a test (``journal``'s ``failed_parts``) and does not build on this one,
     ``exc`` without the suite's own likely mistake (one that builds on this one may fail
-    because of it: the results decide, ``runner._sorted``); where the part's own
+    because of it: the results decide, ``runner._sorted``), unless this part's own mistake
+    shows on top of theirs, each named (``_on_top_of_earlier``); where the part's own
     files are the reference's, ``exc`` itself (the summary names the part to fix first). So
     does a failure where the student's code stopped at a stub (``submission`` holds the
     student's ``transformer_hw/``), or where the suite named a known mistake (``confirmed``);
     a name of another is taken out, and the replay's diagnosis given instead. ``exc`` is an
     ``AssertionError``, a ``StudentError`` or pytest's failure. A file the grader could not use
     ran no code: there is nothing to diagnose."""
-    if may_come_from_earlier(part, uses, journal.failed_parts):
-        return _without_likely(exc, hidden)
+    blocked = failed_earlier(part, uses, journal.failed_parts)
+    if blocked:
+        found, on_top = _on_top_of_earlier(journal, blocked, part, device)
+        journal.named[part].append(found)
+        if found is None:
+            return _without_likely(exc, hidden)
+        message = runner.explain(_without_likely(exc, hidden), hidden)
+        better = _with_message(exc, f"{message}\n{LIKELY} {found}")
+        better.on_top = on_top
+        return better
     if runner.student_error(exc) == "NotImplementedError":
+        journal.named[part].append(None)
         return exc
     if runner.unusable_file(exc) or _unchanged(submission, part):
+        journal.named[part].append(None)
         return exc
     earlier = frozenset(builds_on(part))
     named = runner.diagnosis(exc)
     if named and confirmed(named, {part} | earlier):
+        journal.named[part].append(_description_of(named, part))
         return exc
     message = runner.explain(_without_likely(exc, hidden), hidden)
     found = diagnose(journal.entries, part, device, earlier)
+    journal.named[part].append(found)
     line = f"{LIKELY} {found}" if found else NO_MATCH
     return _with_message(exc, f"{message}\n{line}")
+
+
+def _description_of(named: str, part: int) -> str | None:
+    """The description of ``part``'s mistake whose phrase the suite's name carries."""
+    found = {
+        m.description
+        for m in CATALOGUE
+        if m.part == part and m.diagnosis.lower() in named.lower()
+    }
+    return found.pop() if len(found) == 1 else None
+
+
+def _on_top_of_earlier(journal: Journal, blocked: set[int], part: int, device):
+    """``(description, on_top)``: the mistake of ``part`` a failure names where parts it runs
+    failed (``blocked``), each of whose failures named one mistake: the reference with those
+    mistakes (their mutants) and one of this part's answers as the student's code did,
+    where those mistakes alone do not (the failure does not come from there). ``on_top``:
+    ``(part, phrases)`` of each earlier mistake, for the results to check once all have run
+    (``runner._sorted``). ``(None, ())`` where there is none."""
+    earlier = {k: journal.only_name(k) for k in sorted(blocked)}
+    if None in earlier.values() or not journal.entries:
+        return None, ()
+    entries = journal.entries
+    if any(e.error and e.error[0] == PROCESS_ENDED for e in entries):
+        return None, ()
+    stage = _stage()
+    each = [[m for m in CATALOGUE if m.description == d] for d in earlier.values()]
+    found: set[str] = set()
+    with _grading_state_kept():
+        for base in itertools.product(*each):
+            alike = _replay_alike(stage, base, entries, device)
+            if alike is None or len(alike) == len(entries):
+                return (
+                    None,
+                    (),
+                )  # the earlier mistakes alone answer so: it comes from there
+            otherwise = [entries[i] for i in range(len(entries)) if i not in alike]
+            candidates = [
+                m
+                for m in CATALOGUE
+                if m.part == part and _shown_by(m, stage, otherwise)
+            ]
+            one = _one_description(candidates, stage, entries, device, alike, base)
+            if one is None:
+                return None, ()
+            if one:
+                found.add(one)
+    if len(found) != 1:
+        return None, ()
+    on_top = tuple(
+        (k, tuple(sorted({m.diagnosis for m in CATALOGUE if m.description == d})))
+        for k, d in earlier.items()
+    )
+    return found.pop(), on_top
+
+
+def _replay_alike(stage: _Stage, base, entries, device) -> set[int] | None:
+    """The requests the reference with the mutants ``base`` answers as the student's code
+    did; None where it breaks."""
+    with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
+        root = stage.mutant(base[-1], base[:-1])
+        with contextlib.closing(_alike(root, entries, device)) as answers:
+            return {i for i, same in enumerate(answers) if same}
+    return None
 
 
 def _without_likely(exc: BaseException, hidden: bool):

@@ -341,7 +341,7 @@ def pytest_runtest_makereport(item, call):
     journal = item.config.stash.get(JOURNAL, None)
     marks = item.stash.get(MARKS, None)
     if journal is not None and marks is not None and report.failed:
-        journal.failed_parts.add(marks[1])
+        journal.failed(marks[1])
     gate = item.config.stash.get(GATE, None)
     if gate is not None and report.failed:
         gate.passed.discard(item.nodeid)

@@ -58,6 +58,9 @@ class TestResult:
     diagnosis: str = ""
     # What the student's code raised in this failure (TimeoutError, ProcessExit, ...), if it did.
     error: str = ""
+    # Where ``diagnosis`` names this part's mistake on top of earlier parts' (another part
+    # failed): (part, the phrases its mistake is named by) of each.
+    on_top: tuple = ()
 
 
 class Collector:
@@ -139,6 +142,7 @@ class Collector:
             uses=tuple(uses.args) if uses else (),
             diagnosis=self.clean(diagnosis(exc)) if exc is not None else "",
             error=student_error(exc) if exc is not None else "",
+            on_top=getattr(exc, "on_top", ()),
         )
         return report
 
@@ -351,14 +355,34 @@ def _suite_error(code, collector: Collector, output: str) -> SuiteError:
 def _sorted(results: dict[str, TestResult]) -> list[TestResult]:
     """The results by part, with no likely mistake named in a failing test that runs the code
     of another part whose failures its own part does not explain: the failure may come from
-    there (``from_other_parts``). (The diagnosis leaves them out as it goes,
-    ``autograder.grading.diagnosis.amended``, but every public test runs before every hidden
-    one, and whether a part explains another's failures is known only once all have run.)"""
+    there (``from_other_parts``), unless it names its part's own mistake on top of those
+    parts' (``on_top``), each of whose failing tests names that one mistake. (The diagnosis
+    leaves them out as it goes, ``autograder.grading.diagnosis.amended``, but every public
+    test runs before every hidden one, and whether a part explains another's failures is
+    known only once all have run.)"""
     elsewhere = from_other_parts(results.values())
-    return sorted(
-        (_unnamed(t) if t.nodeid in elsewhere else t for t in results.values()),
-        key=lambda t: (t.part, t.nodeid),
-    )
+    kept = {
+        k: _unnamed(t) if k in elsewhere and not t.on_top else t
+        for k, t in results.items()
+    }
+    for k, parts in elsewhere.items():
+        if kept[k].on_top and not _on_top_holds(kept[k], parts, kept.values()):
+            kept[k] = _unnamed(kept[k])
+    return sorted(kept.values(), key=lambda t: (t.part, t.nodeid))
+
+
+def _on_top_holds(result: TestResult, parts: set[int], results) -> bool:
+    """Whether each of ``parts`` is one ``result`` names its mistake on top of, and every
+    failing test of that part names it (a phrase of it)."""
+    on_top = dict(result.on_top)
+    if not parts <= set(on_top):
+        return False
+    for t in results:
+        if t.part in parts and not (t.passed or t.skipped):
+            named = t.diagnosis.lower()
+            if not named or not any(p.lower() in named for p in on_top[t.part]):
+                return False
+    return True
 
 
 def _unnamed(result: TestResult) -> TestResult:
