@@ -361,14 +361,17 @@ def _sorted(results: dict[str, TestResult]) -> list[TestResult]:
     test runs before every hidden one, and whether a part explains another's failures is
     known only once all have run.)"""
     elsewhere = from_other_parts(results.values())
-    kept = {
-        k: _unnamed(t) if k in elsewhere and not t.on_top else t
-        for k, t in results.items()
-    }
-    for k, parts in elsewhere.items():
-        if kept[k].on_top and not _on_top_holds(kept[k], parts, kept.values()):
-            kept[k] = _unnamed(kept[k])
-    return sorted(kept.values(), key=lambda t: (t.part, t.nodeid))
+    kept = [
+        _unnamed(t) if t.nodeid in elsewhere and not t.on_top else t
+        for t in results.values()
+    ]
+    kept = [
+        _unnamed(t)
+        if t.nodeid in elsewhere and not _on_top_holds(t, elsewhere[t.nodeid], kept)
+        else t
+        for t in kept
+    ]
+    return sorted(kept, key=lambda t: (t.part, t.nodeid))
 
 
 def _on_top_holds(result: TestResult, parts: set[int], results) -> bool:

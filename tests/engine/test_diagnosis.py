@@ -588,3 +588,88 @@ def test_a_mistake_that_leaves_an_object_in_another_state_is_named_by_its_first_
     assert found == MUTANTS["rope-positions-not-offset-by-cache"].description
     # The last chunk's answer alone is no mutant's.
     assert diagnosis.diagnose(entries[:-2] + entries[-1:], 6, "cpu") is None
+
+
+def _reference_with_all(tmp_path: Path, edits) -> Path:
+    """The reference with edits ``(file, old, new)`` in several files, as a submission."""
+    source = SOLUTIONS
+    for i, (file, old, new) in enumerate(edits):
+        mutant = Mutant(f"edited{i}", file, ((old, new),), 0, "")
+        source = apply(mutant, source, tmp_path / f"edited{i}") / PACKAGE
+    return source.parent
+
+
+NO_SCALE_EDIT = ("attention.py", " / math.sqrt(q.shape[-1])", "")
+NORMALIZED_RESIDUAL = (
+    "block.py",
+    "        h = x + self.attn(self.ln1(x), mask=mask, cache=cache)\n",
+    (
+        "        normed = self.ln1(x)\n"
+        "        h = normed + self.attn(normed, mask=mask, cache=cache)\n"
+    ),
+)
+
+
+def test_a_later_parts_mistake_is_named_on_top_of_an_earlier_parts_named_one(tmp_path):
+    """Part 1's scale left out, named in each of part 1's failures, and part 5's residual
+    adding the normalized tensor: part 5's block answers as the reference with both
+    mistakes, not with part 1's alone, so part 5's own mistake is named, on top of part
+    1's. The scale alone names nothing in part 5 (its failure comes from part 1); nor does
+    a part 1 failure that named nothing."""
+    with InProcessSubmission(SOLUTIONS.parent) as hw:
+        torch.manual_seed(3)
+        built = hw.new("block.PreNormBlock", 8, 2, 12)
+        built.call("double")
+        state = built.call("state_dict")
+    x = torch.randn(2, 3, 8, dtype=torch.float64)
+
+    def block(hw):
+        blk = hw.new("block.PreNormBlock", 8, 2, 12)
+        blk.call("double")
+        blk.load_state(dict(state))
+        blk(x)
+
+    def amend(folder: Path, part1_named):
+        journal = diagnosis.Journal()
+        journal.entries = journal_of(folder, block)
+        journal.failed(1)
+        journal.named[1].append(part1_named)
+        failure = AssertionError("PreNormBlock output wrong")
+        return diagnosis.amended(failure, journal, 5, folder, "cpu", hidden=False)
+
+    both = _reference_with_all(tmp_path / "both", [NO_SCALE_EDIT, NORMALIZED_RESIDUAL])
+    no_scale = MUTANTS["no-scale"]
+    amended = amend(both, no_scale.description)
+    residual = MUTANTS["residual-adds-normalized"].description
+    assert str(amended).endswith(f"{diagnosis.LIKELY} {residual}")
+    assert amended.on_top == ((1, (no_scale.diagnosis,)),)
+    assert diagnosis.LIKELY not in str(amend(both, None))
+    scale_only = _reference_with_all(tmp_path / "scale", [NO_SCALE_EDIT])
+    assert diagnosis.LIKELY not in str(amend(scale_only, no_scale.description))
+
+
+def test_a_name_on_top_of_an_earlier_part_holds_only_while_its_every_failure_names_it():
+    """Part 5's residual named on top of part 1's missing scale: kept while every failing
+    test of part 1 names that scale, taken away once one of them (a hidden one, known only
+    with the results) names nothing."""
+    scale = MUTANTS["no-scale"]
+    on_top = ((1, (scale.diagnosis,)),)
+
+    def result(name, part, message, on_top=()):
+        return runner.TestResult(
+            f"t::{name}", name, part, 1, False, False, message,
+            diagnosis=message.partition(f"{diagnosis.LIKELY} ")[2], on_top=on_top,
+        )  # fmt: skip
+
+    named = f"block wrong\n{diagnosis.LIKELY} the residual adds the normalized tensor"
+    results = {
+        "a": result("a", 1, f"weights wrong\n{diagnosis.LIKELY} {scale.description}"),
+        "b": result("b", 5, named, on_top),
+        "c": result("c", 5, named),
+    }
+    by_name = {t.name: t for t in runner._sorted(results)}
+    assert by_name["b"].message == named
+    assert diagnosis.LIKELY not in by_name["c"].message  # named without part 1's
+    results["d"] = result("d", 1, "hidden weights wrong")
+    by_name = {t.name: t for t in runner._sorted(results)}
+    assert diagnosis.LIKELY not in by_name["b"].message
