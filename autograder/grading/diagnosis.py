@@ -507,17 +507,20 @@ def diagnose(
     return None
 
 
-def _reference_replay(stage: _Stage, entries: list[Entry], device):
-    """``(alike, reached)``: the requests the reference answers as the student's code did,
-    and the functions of the reference that ran up to the first it answers otherwise (None
-    when there is none). A mutant whose edits did not run by then answers that one as the
-    reference does, so it cannot be the student's mistake."""
+def _reference_replay(
+    stage: _Stage, entries: list[Entry], device, root: Path | None = None
+):
+    """``(alike, reached)``: the requests the reference (or the submission at ``root``)
+    answers as the student's code did, and the functions that ran up to the first it answers
+    otherwise (None when there is none). A mutant whose edits did not run by then answers
+    that one as the reference does, so it cannot be the student's mistake."""
+    root = root or stage.reference
     ran: set[tuple[str, int]] = set()
     reached: set[tuple[str, int]] | None = None
     alike: set[int] = set()
     with (
-        ran_functions(stage.reference / PACKAGE, ran),
-        contextlib.closing(_alike(stage.reference, entries, device)) as answers,
+        ran_functions(root / PACKAGE, ran),
+        contextlib.closing(_alike(root, entries, device)) as answers,
     ):
         for i, same in enumerate(answers):
             if same:
@@ -691,17 +694,18 @@ def _on_top_of_earlier(journal: Journal, blocked: set[int], part: int, device):
     found: set[str] = set()
     with _grading_state_kept():
         for base in itertools.product(*each):
-            alike = _replay_alike(stage, base, entries, device)
-            if alike is None or len(alike) == len(entries):
-                return (
-                    None,
-                    (),
-                )  # the earlier mistakes alone answer so: it comes from there
+            replayed = _replay_alike(stage, base, entries, device)
+            if replayed is None or replayed[1] is None:
+                # The earlier mistakes alone answer so: the failure comes from there.
+                return None, ()
+            alike, reached = replayed
             otherwise = [entries[i] for i in range(len(entries)) if i not in alike]
             candidates = [
                 m
                 for m in CATALOGUE
-                if m.part == part and _shown_by(m, stage, otherwise)
+                if m.part == part
+                and _may_differ(m, stage, reached)
+                and _shown_by(m, stage, otherwise)
             ]
             one = _one_description(candidates, stage, entries, device, alike, base)
             if one is None:
@@ -717,13 +721,12 @@ def _on_top_of_earlier(journal: Journal, blocked: set[int], part: int, device):
     return found.pop(), on_top
 
 
-def _replay_alike(stage: _Stage, base, entries, device) -> set[int] | None:
-    """The requests the reference with the mutants ``base`` answers as the student's code
-    did; None where it breaks."""
+def _replay_alike(stage: _Stage, base, entries, device):
+    """``(alike, reached)`` of the reference with the mutants ``base``, as
+    ``_reference_replay`` gives them; None where it breaks."""
     with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
         root = stage.mutant(base[-1], base[:-1])
-        with contextlib.closing(_alike(root, entries, device)) as answers:
-            return {i for i, same in enumerate(answers) if same}
+        return _reference_replay(stage, entries, device, root)
     return None
 
 
