@@ -40,7 +40,7 @@ from autograder.sources.release import SOLUTIONS
 from autograder.sources.zoo.mutants import CATALOGUE, Mutant, apply
 
 LIKELY = "Likely mistake:"  # as the graded suite introduces a diagnosis (runner.LIKELY)
-NO_MATCH = "No known mistake matches what your code did here."
+NO_MATCH = runner.NO_MATCH
 
 #: How far apart two values of a dtype may lie and still be the same answer: the graded
 #: suite's tolerances (tests/graded/compare.py), where rounding of a correct computation in
@@ -468,7 +468,16 @@ def diagnose(
     entries: list[Entry], part: int, device, earlier: frozenset[int] = frozenset()
 ) -> str | None:
     """The description of the one known mistake of ``part`` whose mutants answer ``entries``
-    as the student did, where the reference does not; None when no single one does. Where
+    as the student did, where the reference does not; None when no single one does."""
+    found = matching(entries, part, device, earlier)
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def matching(
+    entries: list[Entry], part: int, device, earlier: frozenset[int] = frozenset()
+) -> frozenset[str]:
+    """The descriptions of the known mistakes of ``part`` whose mutants answer ``entries``
+    as the student did, where the reference does not (empty where none does). Where
     none of ``part`` does, one of the ``earlier`` parts' (parts it builds on whose tests have
     not failed), where a value shows it: their mistake made in this part's code, a scale left
     out in the heads and not in the attention.
@@ -482,12 +491,12 @@ def diagnose(
     a mask or from positions restarting at 0), never which of them it is. Where the student's
     process ended, at once: replaying every candidate would find none."""
     if not entries or any(e.error and e.error[0] == PROCESS_ENDED for e in entries):
-        return None
+        return frozenset()
     stage = _stage()
     with _grading_state_kept():
         alike, reached = _reference_replay(stage, entries, device)
         if reached is None:
-            return None
+            return frozenset()
         otherwise = [entries[i] for i in range(len(entries)) if i not in alike]
         # An earlier part's mutant is shown by values alone: an error that arises in the
         # earlier part's code, called from this part's, is its refusal of what this part's
@@ -501,10 +510,10 @@ def diagnose(
                 and _may_differ(m, stage, reached)
                 and _shown_by(m, stage, otherwise)
             ]
-            found = _one_description(candidates, stage, entries, device, alike)
-            if found != "":
+            found = _matching(candidates, stage, entries, device, alike)
+            if found:
                 return found
-    return None
+    return frozenset()
 
 
 def _reference_replay(
@@ -538,10 +547,10 @@ def confirmed(named: str, parts) -> bool:
     return any(m.part in parts and m.diagnosis.lower() in named for m in CATALOGUE)
 
 
-def _one_description(candidates, stage, entries, device, alike, base=()) -> str | None:
-    """The one description of the ``candidates`` that answer ``entries`` alike (exactly, else
-    otherwise only where ``alike``, else up to the state the mistake left: ``_after_first``);
-    None where two do at the best of these, "" where none does."""
+def _matching(candidates, stage, entries, device, alike, base=()) -> frozenset[str]:
+    """The descriptions of the ``candidates`` that answer ``entries`` alike: exactly, else
+    otherwise only where ``alike``, else up to the state the mistake left (``_after_first``);
+    those of the best of these that any does."""
     tolerated = frozenset(alike) | _after_first(entries, alike)
     exact, partly, first = set(), set(), set()
     for mutant in candidates:
@@ -555,12 +564,7 @@ def _one_description(candidates, stage, entries, device, alike, base=()) -> str 
                 partly.add(mutant.description)
             elif differs is not None:
                 first.add(mutant.description)
-        if len(exact) > 1:
-            return None
-    found = exact or partly or first
-    if not found:
-        return ""
-    return found.pop() if len(found) == 1 else None
+    return frozenset(exact or partly or first)
 
 
 def _after_first(entries: list[Entry], alike) -> frozenset[int]:
@@ -660,10 +664,24 @@ def amended(
         journal.named[part].append(_description_of(named, part))
         return exc
     message = runner.explain(_without_likely(exc, hidden), hidden)
-    found = diagnose(journal.entries, part, device, earlier)
-    journal.named[part].append(found)
-    line = f"{LIKELY} {found}" if found else NO_MATCH
-    return _with_message(exc, f"{message}\n{line}")
+    found = matching(journal.entries, part, device, earlier)
+    one = next(iter(found)) if len(found) == 1 else None
+    journal.named[part].append(one)
+    better = _with_message(
+        exc, f"{message}\n{LIKELY} {one}" if one else f"{message}\n{NO_MATCH}"
+    )
+    if len(found) > 1:
+        # Which of them the part's other failures name decides, once all have run.
+        better.among = tuple(sorted((d, _phrases(d)) for d in found))
+    return better
+
+
+def _phrases(description: str) -> tuple[str, ...]:
+    """The diagnosis phrases a description's mistake is named by (the suite's own names carry
+    one, a replay's the description, which holds it)."""
+    return tuple(
+        sorted({m.diagnosis for m in CATALOGUE if m.description == description})
+    )
 
 
 def _description_of(named: str, part: int) -> str | None:
@@ -707,17 +725,10 @@ def _on_top_of_earlier(journal: Journal, blocked: set[int], part: int, device):
                 and _may_differ(m, stage, reached)
                 and _shown_by(m, stage, otherwise)
             ]
-            one = _one_description(candidates, stage, entries, device, alike, base)
-            if one is None:
-                return None, ()
-            if one:
-                found.add(one)
+            found |= _matching(candidates, stage, entries, device, alike, base)
     if len(found) != 1:
         return None, ()
-    on_top = tuple(
-        (k, tuple(sorted({m.diagnosis for m in CATALOGUE if m.description == d})))
-        for k, d in earlier.items()
-    )
+    on_top = tuple((k, _phrases(d)) for k, d in earlier.items())
     return found.pop(), on_top
 
 

@@ -61,6 +61,9 @@ class TestResult:
     # Where ``diagnosis`` names this part's mistake on top of earlier parts' (another part
     # failed): (part, the phrases its mistake is named by) of each.
     on_top: tuple = ()
+    # Where the diagnosis found several mistakes that answer as the student's code did:
+    # (description, the phrases it is named by) of each; the part's other failures decide.
+    among: tuple = ()
 
 
 class Collector:
@@ -143,6 +146,7 @@ class Collector:
             diagnosis=self.clean(diagnosis(exc)) if exc is not None else "",
             error=student_error(exc) if exc is not None else "",
             on_top=getattr(exc, "on_top", ()),
+            among=getattr(exc, "among", ()),
         )
         return report
 
@@ -204,6 +208,8 @@ def explain(exc: BaseException, hidden: bool) -> str:
 
 #: How the graded suite introduces a diagnosis (tests/graded/compare.py).
 LIKELY = "Likely mistake:"
+#: What a failure the replay found no one known mistake for says (``autograder.grading.diagnosis``).
+NO_MATCH = "No known mistake matches what your code did here."
 
 
 def diagnosis(exc: BaseException) -> str:
@@ -371,7 +377,33 @@ def _sorted(results: dict[str, TestResult]) -> list[TestResult]:
         else t
         for t in kept
     ]
-    return sorted(kept, key=lambda t: (t.part, t.nodeid))
+    decided = _among_decided(kept, set(elsewhere))
+    return sorted(decided, key=lambda t: (t.part, t.nodeid))
+
+
+def _among_decided(results: list[TestResult], elsewhere: set[str]) -> list[TestResult]:
+    """``results`` where a failure whose diagnosis found several mistakes (``among``) names the
+    one of them that the part's other failures name, where exactly one of them does: each
+    answers this test as the student's code did, and the part's other tests show which. Not
+    a failure that may come from another part (``elsewhere``)."""
+    decided = []
+    for t in results:
+        if t.among and NO_MATCH in t.message and t.nodeid not in elsewhere:
+            named = [
+                o.diagnosis.lower()
+                for o in results
+                if o.part == t.part and o.nodeid != t.nodeid and o.diagnosis
+            ]
+            shown = [
+                d
+                for d, phrases in t.among
+                if any(p.lower() in n for p in phrases for n in named)
+            ]
+            if len(shown) == 1:
+                message = t.message.replace(NO_MATCH, f"{LIKELY} {shown[0]}")
+                t = replace(t, message=message, diagnosis=shown[0])
+        decided.append(t)
+    return decided
 
 
 def _on_top_holds(result: TestResult, parts: set[int], results) -> bool:

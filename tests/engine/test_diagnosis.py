@@ -673,3 +673,51 @@ def test_a_name_on_top_of_an_earlier_part_holds_only_while_its_every_failure_nam
     results["d"] = result("d", 1, "hidden weights wrong")
     by_name = {t.name: t for t in runner._sorted(results)}
     assert diagnosis.LIKELY not in by_name["b"].message
+
+
+def test_a_failure_two_mistakes_explain_is_decided_by_the_parts_other_failures(
+    tmp_path,
+):
+    """Scores left unscaled, and values of width 1: scaling by 1/sqrt(d_v) answers alike, so
+    the replay finds two mistakes and names neither; once the results are in, the part's
+    other failure naming one of them decides. A failure that may come from another part is
+    not decided."""
+    folder = _reference_with(
+        tmp_path,
+        "attention.py",
+        "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])",
+        "scores = torch.matmul(q, k.transpose(-2, -1))",
+    )
+    q, k = (torch.randn(3, 4, dtype=torch.float64) for _ in range(2))
+    v = torch.randn(3, 1, dtype=torch.float64)
+
+    def attend(hw):
+        hw.call("attention.scaled_dot_product_attention", q, k, v)
+
+    journal = diagnosis.Journal()
+    journal.entries = journal_of(folder, attend)
+    no_scale, by_d_v = MUTANTS["no-scale"], MUTANTS["scale-by-sqrt-d_v"]
+    assert diagnosis.matching(journal.entries, 1, "cpu") == {
+        no_scale.description,
+        by_d_v.description,
+    }
+    failure = AssertionError("attention weights wrong")
+    amended = diagnosis.amended(failure, journal, 1, folder, "cpu", hidden=False)
+    assert str(amended).endswith(diagnosis.NO_MATCH)
+
+    def result(name, part, message, among=()):
+        return runner.TestResult(
+            f"t::{name}", name, part, 1, False, False, message,
+            diagnosis=message.partition(f"{diagnosis.LIKELY} ")[2], among=among,
+        )  # fmt: skip
+
+    tied = result("a", 1, str(amended), amended.among)
+    other = result("b", 1, f"wrong\n{diagnosis.LIKELY} {no_scale.description}")
+    decided = {t.name: t for t in runner._sorted({"a": tied, "b": other})}
+    assert decided["a"].message.endswith(f"{diagnosis.LIKELY} {no_scale.description}")
+    assert decided["a"].diagnosis == no_scale.description
+    alone = {t.name: t for t in runner._sorted({"a": tied})}
+    assert alone["a"].message.endswith(diagnosis.NO_MATCH)
+    later = result("c", 3, str(amended), amended.among)
+    both = {t.name: t for t in runner._sorted({"b": other, "c": later})}
+    assert both["c"].message.endswith(diagnosis.NO_MATCH)  # may come from part 1
