@@ -660,7 +660,11 @@ def amended(
         return exc
     earlier = frozenset(builds_on(part))
     named = runner.diagnosis(exc)
-    if named and confirmed(named, {part} | earlier):
+    if (
+        named
+        and confirmed(named, {part} | earlier)
+        and not _contradicted(named, journal.entries, {part} | earlier, device)
+    ):
         journal.named[part].append(_description_of(named, part))
         return exc
     message = runner.explain(_without_likely(exc, hidden), hidden)
@@ -674,6 +678,36 @@ def amended(
         # Which of them the part's other failures name decides, once all have run.
         better.among = tuple(sorted((d, _phrases(d)) for d in found))
     return better
+
+
+def _contradicted(named: str, entries: list[Entry], parts, device) -> bool:
+    """Whether the replay contradicts the suite's name: the test's requests are replayable
+    (the reference answers them alike under other random numbers) and no mutant carrying the
+    name's phrase answers them as the student's code did, where the reference does not (in
+    fewer places, or up to the state it left, as a replay's name goes). The suite names some
+    mistakes by a symptom (a NaN at large logits), which other mistakes show too (one maximum
+    subtracted for the whole tensor)."""
+    named = named.lower()
+    mutants = [m for m in CATALOGUE if m.part in parts and m.diagnosis.lower() in named]
+    if not entries or not mutants:
+        return False
+    if any(e.error and e.error[0] == PROCESS_ENDED for e in entries):
+        return False
+    stage = _stage()
+    with _grading_state_kept():
+        alike, reached = _reference_replay(stage, entries, device)
+        if reached is None:
+            return False
+        torch.manual_seed(random.randrange(2**31))
+        random.seed(random.randrange(2**31))
+        if _reference_replay(stage, entries, device)[0] != alike:
+            return False  # its answers hang on the global random numbers
+        tolerated = frozenset(alike) | _after_first(entries, alike)
+        for mutant in mutants:
+            with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
+                if replay(stage.mutant(mutant), entries, device, tolerated) is not None:
+                    return False
+    return True
 
 
 def _phrases(description: str) -> tuple[str, ...]:

@@ -721,3 +721,36 @@ def test_a_failure_two_mistakes_explain_is_decided_by_the_parts_other_failures(
     later = result("c", 3, str(amended), amended.among)
     both = {t.name: t for t in runner._sorted({"b": other, "c": later})}
     assert both["c"].message.endswith(diagnosis.NO_MATCH)  # may come from part 1
+
+
+def test_a_suite_name_of_a_symptom_the_replay_contradicts_is_taken_out(tmp_path):
+    """NaN at logits near +-1000: the suite names the missing max subtraction. A softmax
+    that subtracts one maximum for the whole tensor shows the symptom too, but the mutant
+    that subtracts none answers otherwise: the name is taken out. One that subtracts none,
+    in other words, keeps it."""
+    logits = torch.tensor([[1000.0, 999.0, 998.0], [-1000.0, -999.0, -1001.0]])
+    named = (
+        f"softmax contains NaN\n{diagnosis.LIKELY} no max subtraction in the softmax: "
+        "exp overflows at logits near 1000"
+    )
+
+    def amend(edit: str, tmp: Path):
+        folder = _reference_with(
+            tmp, "attention.py", "top = x.amax(dim=dim, keepdim=True)", edit
+        )
+        journal = diagnosis.Journal()
+        journal.entries = journal_of(
+            folder, lambda hw: hw.call("attention.softmax", logits, dim=-1)
+        )
+        failure = AssertionError(named)
+        return diagnosis.amended(failure, journal, 1, folder, "cpu", hidden=False)
+
+    one_max = amend(
+        "top = x.amax().expand_as(x).amax(dim=dim, keepdim=True)", tmp_path / "a"
+    )
+    assert diagnosis.LIKELY not in str(one_max)
+    assert str(one_max).endswith(diagnosis.NO_MATCH)
+    none = amend(
+        "top = torch.zeros_like(x.amax(dim=dim, keepdim=True))", tmp_path / "b"
+    )
+    assert str(none) == named
