@@ -681,12 +681,15 @@ def amended(
 
 
 def _contradicted(named: str, entries: list[Entry], parts, device) -> bool:
-    """Whether the replay contradicts the suite's name: the test's requests are replayable
-    (the reference answers them alike under other random numbers) and no mutant carrying the
-    name's phrase answers them as the student's code did, where the reference does not (in
-    fewer places, or up to the state it left, as a replay's name goes). The suite names some
-    mistakes by a symptom (a NaN at large logits), which other mistakes show too (one maximum
-    subtracted for the whole tensor)."""
+    """Whether the replay contradicts a name the suite gave from a symptom: an answer of the
+    student's code is not finite (a NaN never matches the suite's ``likely=`` suspects, so a
+    name there is a hint: NaN at logits near 1000 for the missing max subtraction, which one
+    maximum subtracted for the whole tensor shows too), the test's requests are replayable
+    (the reference answers them alike under other random numbers), and no mutant carrying
+    the name's phrase answers them as the student's code did, where the reference does not
+    (in fewer places, or up to the state it left, as a replay's name goes)."""
+    if not any(_not_finite(e.answer) for e in entries):
+        return False
     named = named.lower()
     mutants = [m for m in CATALOGUE if m.part in parts and m.diagnosis.lower() in named]
     if not entries or not mutants:
@@ -708,6 +711,20 @@ def _contradicted(named: str, entries: list[Entry], parts, device) -> bool:
                 if replay(stage.mutant(mutant), entries, device, tolerated) is not None:
                     return False
     return True
+
+
+def _not_finite(answer) -> bool:
+    """Whether an answer holds a NaN or an infinity."""
+    found = []
+    map_plain(
+        answer,
+        lambda v: found.append(
+            isinstance(v, torch.Tensor)
+            and (v.is_floating_point() or v.is_complex())
+            and not bool(torch.isfinite(v).all())
+        ),
+    )
+    return any(found)
 
 
 def _phrases(description: str) -> tuple[str, ...]:
