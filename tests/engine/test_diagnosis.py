@@ -727,17 +727,15 @@ def test_a_suite_name_of_a_symptom_the_replay_contradicts_is_taken_out(tmp_path)
     """NaN at logits near +-1000: the suite names the missing max subtraction. A softmax
     that subtracts one maximum for the whole tensor shows the symptom too, but the mutant
     that subtracts none answers otherwise: the name is taken out. One that subtracts none,
-    in other words, keeps it."""
+    in other words, keeps it; so does a name on finite answers (not a symptom)."""
     logits = torch.tensor([[1000.0, 999.0, 998.0], [-1000.0, -999.0, -1001.0]])
     named = (
         f"softmax contains NaN\n{diagnosis.LIKELY} no max subtraction in the softmax: "
         "exp overflows at logits near 1000"
     )
 
-    def amend(edit: str, tmp: Path):
-        folder = _reference_with(
-            tmp, "attention.py", "top = x.amax(dim=dim, keepdim=True)", edit
-        )
+    def amend(edit: str, tmp: Path, old="top = x.amax(dim=dim, keepdim=True)"):
+        folder = _reference_with(tmp, "attention.py", old, edit)
         journal = diagnosis.Journal()
         journal.entries = journal_of(
             folder, lambda hw: hw.call("attention.softmax", logits, dim=-1)
@@ -754,3 +752,6 @@ def test_a_suite_name_of_a_symptom_the_replay_contradicts_is_taken_out(tmp_path)
         "top = torch.zeros_like(x.amax(dim=dim, keepdim=True))", tmp_path / "b"
     )
     assert str(none) == named
+    halved = "exp = torch.exp((x - top) / 2)"  # wrong, finite answers
+    finite = amend(halved, tmp_path / "c", old="exp = torch.exp(x - top)")
+    assert str(finite) == named  # no symptom: the suite's own name stands
