@@ -803,7 +803,7 @@ def _without_likely(exc: BaseException, hidden: bool):
             (
                 i
                 for i, line in enumerate(lines)
-                if line.startswith(LIKELY) and named in line
+                if line.lstrip().startswith(LIKELY) and named in line
             ),
             default=None,
         )

@@ -213,7 +213,8 @@ NO_MATCH = "No known mistake matches what your code did here."
 
 
 def diagnosis(exc: BaseException) -> str:
-    """The suite's diagnosis of a failure: the text after its last ``Likely mistake:`` line.
+    """The suite's diagnosis of a failure: the text after its last ``Likely mistake:`` line
+    (indented too: pytest indents the lines of an ``assert``'s message after the first).
     Only the suite's own words count: the message of what the student's code raised, which
     the suite may quote, is left out first (a student may raise "Likely mistake: ...")."""
     inner = getattr(exc, "exceptions", None)
@@ -226,9 +227,9 @@ def diagnosis(exc: BaseException) -> str:
         text = text.replace(str(raised), "").replace(raised.message, "")
         theirs = {line.strip() for line in raised.message.splitlines()}
     lines = [
-        line
+        line.strip()
         for line in text.splitlines()
-        if line.startswith(LIKELY) and line.strip() not in theirs
+        if line.lstrip().startswith(LIKELY) and line.strip() not in theirs
     ]
     return lines[-1][len(LIKELY) :].strip().rstrip(".") if lines else ""
 
@@ -425,7 +426,9 @@ def _unnamed(result: TestResult) -> TestResult:
     if result.passed or LIKELY not in result.message:
         return result
     lines = [
-        line for line in result.message.splitlines() if not line.startswith(LIKELY)
+        line
+        for line in result.message.splitlines()
+        if not line.lstrip().startswith(LIKELY)
     ]
     return replace(result, message="\n".join(lines), diagnosis="")
 

@@ -755,3 +755,24 @@ def test_a_suite_name_of_a_symptom_the_replay_contradicts_is_taken_out(tmp_path)
     halved = "exp = torch.exp((x - top) / 2)"  # wrong, finite answers
     finite = amend(halved, tmp_path / "c", old="exp = torch.exp(x - top)")
     assert str(finite) == named  # no symptom: the suite's own name stands
+
+
+def test_a_likely_mistake_in_an_asserts_indented_message_is_the_suites_name(tmp_path):
+    """pytest indents the lines of an ``assert``'s message after the first: the suite's name
+    there stands (no replay's "no known mistake" beside it), and a failure that may come from
+    an earlier part loses it like any other."""
+    phrase = MUTANTS["cache-length-not-advanced"].diagnosis
+    failure = AssertionError(
+        f"KVCache.length is 0 after 2 positions\n  {diagnosis.LIKELY} {phrase}"
+    )
+    assert runner.diagnosis(failure) == phrase
+    folder = _reference_with(tmp_path, "gqa.py", "self.length += t", "self.length += 0")
+    journal = diagnosis.Journal()
+    assert (
+        diagnosis.amended(failure, journal, 6, folder, "cpu", hidden=False) is failure
+    )
+    journal.failed(2)
+    unnamed = diagnosis.amended(failure, journal, 6, folder, "cpu", hidden=False)
+    assert diagnosis.LIKELY not in str(unnamed)
+    result = runner.TestResult("t::a", "a", 6, 1, False, False, str(failure))
+    assert diagnosis.LIKELY not in runner._unnamed(result).message
