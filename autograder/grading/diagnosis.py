@@ -7,7 +7,9 @@ grading process replays the journal against the reference and against every zoo 
 test's part (trusted code, run here in-process, never in the sandbox), in a staged copy of each.
 A mistake is named only when the reference's answers differ from the student's, and the mutants
 whose answers all agree with the student's (within the tolerance of each tensor's dtype) share
-one description: two descriptions, or none, name nothing.
+one description: two descriptions, or none, name nothing (of two, the part's other failures
+may decide once all have run: ``runner``). A later part's mistake may be named on top of an
+earlier part's named one, with the reference carrying both (``_on_top_of_earlier``).
 
 Replays cost only where a test fails, and only for mutants that can differ from the reference
 there: the reference's replay records which of its functions ran, and a mutant whose edits lie
