@@ -99,33 +99,84 @@ def fix_first(tests: Iterable) -> dict[int, list[int]]:
 
     ``tests`` have ``part``, ``passed``, ``message`` and ``uses`` (the marker's parts); a test
     gated for its part's forbidden call runs no other part's code. A part is a likely
-    cause when its losses are not explained by another part's: part j's are explained by part
-    i when every failing test of j runs i's code, and i has a failing test that does not run
-    j's code. When each only fails in tests that run the other's code (part 3's cache tests and
-    part 6), the later part, which a test named explicitly, is the cause. A part is pointed
-    to the causes among the dependencies of its own failing tests, never back over a cycle.
+    cause when its losses are not explained by another part's (``_explains``). A part is
+    pointed to the causes among the dependencies of its own failing tests, never back over a
+    cycle.
     """
-    failing: dict[int, list[set[int]]] = {k: [] for k in PARTS}
-    for t in tests:
-        if t.passed:
-            continue
-        if t.message.startswith(GATED):
-            failing[t.part].append({t.part})
-        else:
-            failing[t.part].append(set(PARTS[t.part].uses) | set(t.uses))
-
-    def runs(j: int, i: int) -> bool:  # every failing test of j runs part i's code
-        return all(i in deps for deps in failing[j])
-
-    def explained(j: int) -> bool:
-        return any(
-            i != j and failing[i] and runs(j, i) and (not runs(i, j) or i > j)
-            for i in PARTS
-        )
-
-    causes = {k for k in PARTS if failing[k] and not explained(k)}
+    failing = _failing(tests)
+    causes = {
+        k
+        for k in PARTS
+        if failing[k] and not any(_explains(failing, i, k) for i in PARTS)
+    }
     return {
         k: sorted((set().union(*failing[k]) & causes) - {k})
         for k in PARTS
         if failing[k]
     }
+
+
+def from_other_parts(tests: Iterable) -> dict[str, set[int]]:
+    """For each failing test whose failure may come from another part, by ``nodeid``, those
+    parts: it runs their code, they have a failed test, and its own part does not explain
+    their failures (``_explains``). Part 3's failing split_heads explains part 6's failures,
+    so part 3's cache tests, which run part 6's cache, keep their own; a wrong cache,
+    failing part 3's cache tests alone, does not, so they may come from there."""
+    tests = [t for t in tests if not t.skipped]
+    failing = _failing(tests)
+    found = {}
+    for t in tests:
+        if t.passed:
+            continue
+        parts = {
+            i
+            for i in _reach(t) - {t.part}
+            if failing[i] and not _explains(failing, t.part, i)
+        }
+        if parts:
+            found[t.nodeid] = parts
+    return found
+
+
+def failed_earlier(part: int, uses: Iterable[int], failed: set[int]) -> set[int]:
+    """The parts with a failed test (``failed``) a failing test of ``part`` (its marker's
+    ``uses``) may fail because of, as far as known while the suite runs: those it runs that
+    do not build on ``part`` (one that does may fail because of ``part``; the results
+    decide, ``from_other_parts``)."""
+    reach = set(PARTS[part].uses) | set(uses)
+    return {i for i in reach & failed if part not in builds_on(i)}
+
+
+def _reach(test) -> set[int]:
+    """The parts whose code a test runs: its own, its part's ``uses`` and its marker's (a test
+    gated for its part's forbidden call runs none but its own)."""
+    if test.message.startswith(GATED):
+        return {test.part}
+    return {test.part, *PARTS[test.part].uses, *test.uses}
+
+
+def _failing(tests: Iterable) -> dict[int, list[set[int]]]:
+    """Per part, the parts each of its failing tests runs."""
+    failing: dict[int, list[set[int]]] = {k: [] for k in PARTS}
+    for t in tests:
+        if not t.passed:
+            failing[t.part].append(_reach(t) - {t.part})
+    return failing
+
+
+def _explains(failing: dict[int, list[set[int]]], i: int, j: int) -> bool:
+    """Whether part ``i``'s failures explain part ``j``'s: every failing test of ``j`` runs
+    ``i``'s code, and ``i`` has a failing test that does not run ``j``'s. When each only
+    fails in tests that run the other's code (part 3's cache tests and part 6), the later
+    part, which a test named explicitly, is the cause."""
+
+    def runs(a: int, b: int) -> bool:  # every failing test of a runs part b's code
+        return all(b in deps for deps in failing[a])
+
+    return (
+        i != j
+        and bool(failing[i])
+        and bool(failing[j])
+        and runs(j, i)
+        and (not runs(i, j) or i > j)
+    )

@@ -7,7 +7,9 @@ grading process replays the journal against the reference and against every zoo 
 test's part (trusted code, run here in-process, never in the sandbox), in a staged copy of each.
 A mistake is named only when the reference's answers differ from the student's, and the mutants
 whose answers all agree with the student's (within the tolerance of each tensor's dtype) share
-one description: two descriptions, or none, name nothing.
+one description: two descriptions, or none, name nothing (of two, the part's other failures
+may decide once all have run: ``runner``). A later part's mistake may be named on top of an
+earlier part's named one, with the reference carrying both (``_on_top_of_earlier``).
 
 Replays cost only where a test fails, and only for mutants that can differ from the reference
 there: the reference's replay records which of its functions ran, and a mutant whose edits lie
@@ -19,18 +21,20 @@ from __future__ import annotations
 import ast
 import atexit
 import contextlib
+import itertools
 import random
 import re
 import shutil
 import sys
 import tempfile
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 
-from autograder.facts.points import PACKAGE, PARTS, builds_on
+from autograder.facts.points import PACKAGE, PARTS, builds_on, failed_earlier
 from autograder.facts.protocol import ErrorInfo, Handle, StudentError, map_plain
 from autograder.sandbox.executor import Executor, InProcessSubmission
 from autograder.sources import runner
@@ -38,7 +42,7 @@ from autograder.sources.release import SOLUTIONS
 from autograder.sources.zoo.mutants import CATALOGUE, Mutant, apply
 
 LIKELY = "Likely mistake:"  # as the graded suite introduces a diagnosis (runner.LIKELY)
-NO_MATCH = "No known mistake matches what your code did here."
+NO_MATCH = runner.NO_MATCH
 
 #: How far apart two values of a dtype may lie and still be the same answer: the graded
 #: suite's tolerances (tests/graded/compare.py), where rounding of a correct computation in
@@ -73,16 +77,32 @@ class Entry:
         object  # the hypothesis example it belongs to (None outside property tests)
     )
     where: tuple[str, str] | None = None  # ``raised_where`` of its error
+    way: tuple[tuple[str, str], ...] = ()  # the public functions on its error's way
 
 
 class Journal:
     """The requests of the test under way (``Submission.journal``): only those of its last
     hypothesis example are kept, the one that failed. ``failed_parts``: the parts with a
-    failed test so far, in this submission."""
+    failed test so far, in this submission; ``failures``: how many per part; ``named``: per
+    part, the description each failure's diagnosis named (None where it named none)."""
 
     def __init__(self):
         self.entries: list[Entry] = []
         self.failed_parts: set[int] = set()
+        self.failures: Counter[int] = Counter()
+        self.named: dict[int, list[str | None]] = defaultdict(list)
+
+    def failed(self, part: int) -> None:
+        """A test of ``part`` failed."""
+        self.failed_parts.add(part)
+        self.failures[part] += 1
+
+    def only_name(self, part: int) -> str | None:
+        """The description every failure of ``part`` so far was named by, where one was."""
+        names = self.named.get(part, [])
+        if len(names) != self.failures[part] or len(set(names)) != 1:
+            return None
+        return names[0]
 
     def __call__(self, op, target, name, args, kwargs, outcome) -> None:
         example = _current_example()
@@ -101,6 +121,7 @@ class Journal:
                 error,
                 example,
                 raised_where(outcome.info) if raised else None,
+                _public_chain(outcome.info) if raised else (),
             )
         )
 
@@ -258,12 +279,17 @@ class _Stage:
             m.name: edited_names(m) for m in CATALOGUE
         }  # (file, function)
 
-    def mutant(self, mutant: Mutant) -> Path:
-        if mutant.name not in self._mutants:
-            self._mutants[mutant.name] = apply(
-                mutant, SOLUTIONS, self.root / mutant.name
-            )
-        return self._mutants[mutant.name]
+    def mutant(self, mutant: Mutant, base: tuple[Mutant, ...] = ()) -> Path:
+        """The reference with the edits of ``base`` (mutants of other files) and ``mutant``."""
+        names = [m.name for m in (*base, mutant)]
+        key = "+".join(names)
+        if key not in self._mutants:
+            source = SOLUTIONS
+            for i, m in enumerate((*base, mutant)):
+                folder = self.root / "+".join(names[: i + 1])
+                source = apply(m, source, folder) / PACKAGE
+            self._mutants[key] = source.parent
+        return self._mutants[key]
 
 
 _STAGE: _Stage | None = None
@@ -444,7 +470,16 @@ def diagnose(
     entries: list[Entry], part: int, device, earlier: frozenset[int] = frozenset()
 ) -> str | None:
     """The description of the one known mistake of ``part`` whose mutants answer ``entries``
-    as the student did, where the reference does not; None when no single one does. Where
+    as the student did, where the reference does not; None when no single one does."""
+    found = matching(entries, part, device, earlier)
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def matching(
+    entries: list[Entry], part: int, device, earlier: frozenset[int] = frozenset()
+) -> frozenset[str]:
+    """The descriptions of the known mistakes of ``part`` whose mutants answer ``entries``
+    as the student did, where the reference does not (empty where none does). Where
     none of ``part`` does, one of the ``earlier`` parts' (parts it builds on whose tests have
     not failed), where a value shows it: their mistake made in this part's code, a scale left
     out in the heads and not in the attention.
@@ -458,12 +493,12 @@ def diagnose(
     a mask or from positions restarting at 0), never which of them it is. Where the student's
     process ended, at once: replaying every candidate would find none."""
     if not entries or any(e.error and e.error[0] == PROCESS_ENDED for e in entries):
-        return None
+        return frozenset()
     stage = _stage()
     with _grading_state_kept():
         alike, reached = _reference_replay(stage, entries, device)
         if reached is None:
-            return None
+            return frozenset()
         otherwise = [entries[i] for i in range(len(entries)) if i not in alike]
         # An earlier part's mutant is shown by values alone: an error that arises in the
         # earlier part's code, called from this part's, is its refusal of what this part's
@@ -477,23 +512,26 @@ def diagnose(
                 and _may_differ(m, stage, reached)
                 and _shown_by(m, stage, otherwise)
             ]
-            found = _one_description(candidates, stage, entries, device, alike)
-            if found != "":
+            found = _matching(candidates, stage, entries, device, alike)
+            if found:
                 return found
-    return None
+    return frozenset()
 
 
-def _reference_replay(stage: _Stage, entries: list[Entry], device):
-    """``(alike, reached)``: the requests the reference answers as the student's code did,
-    and the functions of the reference that ran up to the first it answers otherwise (None
-    when there is none). A mutant whose edits did not run by then answers that one as the
-    reference does, so it cannot be the student's mistake."""
+def _reference_replay(
+    stage: _Stage, entries: list[Entry], device, root: Path | None = None
+):
+    """``(alike, reached)``: the requests the reference (or the submission at ``root``)
+    answers as the student's code did, and the functions that ran up to the first it answers
+    otherwise (None when there is none). A mutant whose edits did not run by then answers
+    that one as the reference does, so it cannot be the student's mistake."""
+    root = root or stage.reference
     ran: set[tuple[str, int]] = set()
     reached: set[tuple[str, int]] | None = None
     alike: set[int] = set()
     with (
-        ran_functions(stage.reference / PACKAGE, ran),
-        contextlib.closing(_alike(stage.reference, entries, device)) as answers,
+        ran_functions(root / PACKAGE, ran),
+        contextlib.closing(_alike(root, entries, device)) as answers,
     ):
         for i, same in enumerate(answers):
             if same:
@@ -511,32 +549,58 @@ def confirmed(named: str, parts) -> bool:
     return any(m.part in parts and m.diagnosis.lower() in named for m in CATALOGUE)
 
 
-def _one_description(candidates, stage, entries, device, alike) -> str | None:
-    """The one description of the ``candidates`` that answer ``entries`` alike (exactly, or
-    else otherwise only where ``alike``); None where two do, "" where none does."""
-    exact, partly = set(), set()
+def _matching(candidates, stage, entries, device, alike, base=()) -> frozenset[str]:
+    """The descriptions of the ``candidates`` that answer ``entries`` alike: exactly, else
+    otherwise only where ``alike``, else up to the state the mistake left (``_after_first``);
+    those of the best of these that any does."""
+    tolerated = frozenset(alike) | _after_first(entries, alike)
+    exact, partly, first = set(), set(), set()
     for mutant in candidates:
         if mutant.description in exact:
             continue
         with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
-            differs = replay(stage.mutant(mutant), entries, device, frozenset(alike))
+            differs = replay(stage.mutant(mutant, base), entries, device, tolerated)
             if differs == []:
                 exact.add(mutant.description)
-            elif differs is not None:
+            elif differs is not None and set(differs) <= alike:
                 partly.add(mutant.description)
-        if len(exact) > 1:
-            return None
-    found = exact or partly
-    if not found:
-        return ""
-    return found.pop() if len(found) == 1 else None
+            elif differs is not None:
+                first.add(mutant.description)
+    return frozenset(exact or partly or first)
+
+
+def _after_first(entries: list[Entry], alike) -> frozenset[int]:
+    """The requests a mutant may answer otherwise, once it answered as the student's code did
+    the first request the reference answers otherwise, with a value: the later requests to an
+    object (a method of a handle). That first answer is the mistake itself; it leaves the
+    object in another state (a cache filled at other positions), and what the object answers
+    after shows the mistake compounded with where it was made (a mistake made only for single
+    tokens, the mutant's for every chunk)."""
+    first = next((i for i in range(len(entries)) if i not in alike), None)
+    if first is None or entries[first].error is not None:
+        return frozenset()
+    return frozenset(
+        i
+        for i in range(first + 1, len(entries))
+        if i not in alike and entries[i].target is not None
+    )
 
 
 def _shown_by(mutant: Mutant, stage: _Stage, otherwise: list[Entry]) -> bool:
     """Whether the requests the reference answers otherwise can show the mutant's mistake: one
-    is a value, or an error that arose in a function its edits lie in."""
+    is a value, or an error that arose in a function its edits lie in, or in one of that
+    function's file called on the way from it (the softmax's check of an all -inf slice, on
+    the way from the attention that gave it the wrong axis). An error raised in another file
+    is that code's refusal of what it was handed: a symptom several causes share."""
+    edited = stage.raises_in[mutant.name]
     return any(
-        e.error is None or e.where in stage.raises_in[mutant.name] for e in otherwise
+        e.error is None
+        or e.where in edited
+        or (
+            e.where is not None
+            and any(f in edited and f[0] == e.where[0] for f in e.way)
+        )
+        for e in otherwise
     )
 
 
@@ -566,30 +630,168 @@ def amended(
     submission: Path,
     device,
     hidden: bool,
+    uses: tuple[int, ...] = (),
 ):
     """``exc`` with the diagnosis added to its message. A failure that may come from another
-    part names no mistake: where a part this one builds on has failed a test (``journal``'s
-    ``failed_parts``), ``exc`` without the suite's own likely mistake; where the part's own
+    part names no mistake: where a part the test runs (its part's, and its marker's ``uses``)
+    has failed a test (``journal``'s ``failed_parts``) and does not build on this one,
+    ``exc`` without the suite's own likely mistake (one that builds on this one may fail
+    because of it: the results decide, ``runner._sorted``), unless this part's own mistake
+    shows on top of theirs, each named (``_on_top_of_earlier``); where the part's own
     files are the reference's, ``exc`` itself (the summary names the part to fix first). So
     does a failure where the student's code stopped at a stub (``submission`` holds the
     student's ``transformer_hw/``), or where the suite named a known mistake (``confirmed``);
     a name of another is taken out, and the replay's diagnosis given instead. ``exc`` is an
     ``AssertionError``, a ``StudentError`` or pytest's failure. A file the grader could not use
     ran no code: there is nothing to diagnose."""
-    if builds_on(part) & journal.failed_parts:
-        return _without_likely(exc, hidden)
+    blocked = failed_earlier(part, uses, journal.failed_parts)
+    if blocked:
+        found, on_top = _on_top_of_earlier(journal, blocked, part, device)
+        journal.named[part].append(found)
+        if found is None:
+            return _without_likely(exc, hidden)
+        message = runner.explain(_without_likely(exc, hidden), hidden)
+        better = _with_message(exc, f"{message}\n{LIKELY} {found}")
+        better.on_top = on_top
+        return better
     if runner.student_error(exc) == "NotImplementedError":
+        journal.named[part].append(None)
         return exc
     if runner.unusable_file(exc) or _unchanged(submission, part):
+        journal.named[part].append(None)
         return exc
     earlier = frozenset(builds_on(part))
     named = runner.diagnosis(exc)
-    if named and confirmed(named, {part} | earlier):
+    if (
+        named
+        and confirmed(named, {part} | earlier)
+        and not _contradicted(named, journal.entries, {part} | earlier, device)
+    ):
+        journal.named[part].append(_description_of(named, part))
         return exc
     message = runner.explain(_without_likely(exc, hidden), hidden)
-    found = diagnose(journal.entries, part, device, earlier)
-    line = f"{LIKELY} {found}" if found else NO_MATCH
-    return _with_message(exc, f"{message}\n{line}")
+    found = matching(journal.entries, part, device, earlier)
+    one = next(iter(found)) if len(found) == 1 else None
+    journal.named[part].append(one)
+    better = _with_message(
+        exc, f"{message}\n{LIKELY} {one}" if one else f"{message}\n{NO_MATCH}"
+    )
+    if len(found) > 1:
+        # Which of them the part's other failures name decides, once all have run.
+        better.among = tuple(sorted((d, _phrases(d)) for d in found))
+    return better
+
+
+def _contradicted(named: str, entries: list[Entry], parts, device) -> bool:
+    """Whether the replay contradicts a name the suite gave from a symptom: an answer of the
+    student's code is not finite (a NaN never matches the suite's ``likely=`` suspects, so a
+    name there is a hint: NaN at logits near 1000 for the missing max subtraction, which one
+    maximum subtracted for the whole tensor shows too), the test's requests are replayable
+    (the reference answers them alike under other random numbers), and no mutant carrying
+    the name's phrase answers them as the student's code did, where the reference does not
+    (in fewer places, or up to the state it left, as a replay's name goes)."""
+    if not any(_not_finite(e.answer) for e in entries):
+        return False
+    named = named.lower()
+    mutants = [m for m in CATALOGUE if m.part in parts and m.diagnosis.lower() in named]
+    if not entries or not mutants:
+        return False
+    if any(e.error and e.error[0] == PROCESS_ENDED for e in entries):
+        return False
+    stage = _stage()
+    with _grading_state_kept():
+        alike, reached = _reference_replay(stage, entries, device)
+        if reached is None:
+            return False
+        torch.manual_seed(random.randrange(2**31))
+        random.seed(random.randrange(2**31))
+        if _reference_replay(stage, entries, device)[0] != alike:
+            return False  # its answers hang on the global random numbers
+        tolerated = frozenset(alike) | _after_first(entries, alike)
+        for mutant in mutants:
+            with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
+                if replay(stage.mutant(mutant), entries, device, tolerated) is not None:
+                    return False
+    return True
+
+
+def _not_finite(answer) -> bool:
+    """Whether an answer holds a NaN or an infinity."""
+    found = []
+    map_plain(
+        answer,
+        lambda v: found.append(
+            isinstance(v, torch.Tensor)
+            and (v.is_floating_point() or v.is_complex())
+            and not bool(torch.isfinite(v).all())
+        ),
+    )
+    return any(found)
+
+
+def _phrases(description: str) -> tuple[str, ...]:
+    """The diagnosis phrases a description's mistake is named by (the suite's own names carry
+    one, a replay's the description, which holds it)."""
+    return tuple(
+        sorted({m.diagnosis for m in CATALOGUE if m.description == description})
+    )
+
+
+def _description_of(named: str, part: int) -> str | None:
+    """The description of ``part``'s mistake whose phrase the suite's name carries."""
+    found = {
+        m.description
+        for m in CATALOGUE
+        if m.part == part and m.diagnosis.lower() in named.lower()
+    }
+    return found.pop() if len(found) == 1 else None
+
+
+def _on_top_of_earlier(journal: Journal, blocked: set[int], part: int, device):
+    """``(description, on_top)``: the mistake of ``part`` a failure names where parts it runs
+    failed (``blocked``), each of whose failures named one mistake: the reference with those
+    mistakes (their mutants) and one of this part's answers as the student's code did,
+    where those mistakes alone do not (the failure does not come from there). ``on_top``:
+    ``(part, phrases)`` of each earlier mistake, for the results to check once all have run
+    (``runner._sorted``). ``(None, ())`` where there is none."""
+    earlier = {k: journal.only_name(k) for k in sorted(blocked)}
+    if None in earlier.values() or not journal.entries:
+        return None, ()
+    entries = journal.entries
+    if any(e.error and e.error[0] == PROCESS_ENDED for e in entries):
+        return None, ()
+    stage = _stage()
+    each = [[m for m in CATALOGUE if m.description == d] for d in earlier.values()]
+    found: set[str] = set()
+    with _grading_state_kept():
+        for base in itertools.product(*each):
+            replayed = _replay_alike(stage, base, entries, device)
+            if replayed is None or replayed[1] is None:
+                # The earlier mistakes alone answer so: the failure comes from there.
+                return None, ()
+            alike, reached = replayed
+            otherwise = [entries[i] for i in range(len(entries)) if i not in alike]
+            candidates = [
+                m
+                for m in CATALOGUE
+                if m.part == part
+                and _may_differ(m, stage, reached)
+                and _shown_by(m, stage, otherwise)
+            ]
+            found |= _matching(candidates, stage, entries, device, alike, base)
+    if len(found) != 1:
+        return None, ()
+    on_top = tuple((k, _phrases(d)) for k, d in earlier.items())
+    return found.pop(), on_top
+
+
+def _replay_alike(stage: _Stage, base, entries, device):
+    """``(alike, reached)`` of the reference with the mutants ``base``, as
+    ``_reference_replay`` gives them; None where it breaks."""
+    with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
+        root = stage.mutant(base[-1], base[:-1])
+        return _reference_replay(stage, entries, device, root)
+    return None
 
 
 def _without_likely(exc: BaseException, hidden: bool):
@@ -603,7 +805,7 @@ def _without_likely(exc: BaseException, hidden: bool):
             (
                 i
                 for i, line in enumerate(lines)
-                if line.startswith(LIKELY) and named in line
+                if line.lstrip().startswith(LIKELY) and named in line
             ),
             default=None,
         )

@@ -317,8 +317,17 @@ def pytest_runtest_call(item):
 
         hw = item.config.stash[GATE].hw
         hidden = marks[2] == "hidden"
+        uses = item.get_closest_marker("uses")
         with stages.timed("the diagnosis's replays"):
-            better = amended(exc, journal, marks[1], hw.root, hw.device, hidden)
+            better = amended(
+                exc,
+                journal,
+                marks[1],
+                hw.root,
+                hw.device,
+                hidden,
+                tuple(uses.args) if uses else (),
+            )
         if better is exc:
             raise
         raise better from exc
@@ -332,7 +341,7 @@ def pytest_runtest_makereport(item, call):
     journal = item.config.stash.get(JOURNAL, None)
     marks = item.stash.get(MARKS, None)
     if journal is not None and marks is not None and report.failed:
-        journal.failed_parts.add(marks[1])
+        journal.failed(marks[1])
     gate = item.config.stash.get(GATE, None)
     if gate is not None and report.failed:
         gate.passed.discard(item.nodeid)

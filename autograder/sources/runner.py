@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from autograder.facts import safe_text, stages
-from autograder.facts.points import builds_on
+from autograder.facts.points import from_other_parts
 
 REPO = Path(__file__).resolve().parents[2]
 GRADED_DIR = REPO / "tests" / "graded"
@@ -58,6 +58,12 @@ class TestResult:
     diagnosis: str = ""
     # What the student's code raised in this failure (TimeoutError, ProcessExit, ...), if it did.
     error: str = ""
+    # Where ``diagnosis`` names this part's mistake on top of earlier parts' (another part
+    # failed): (part, the phrases its mistake is named by) of each.
+    on_top: tuple = ()
+    # Where the diagnosis found several mistakes that answer as the student's code did:
+    # (description, the phrases it is named by) of each; the part's other failures decide.
+    among: tuple = ()
 
 
 class Collector:
@@ -139,6 +145,8 @@ class Collector:
             uses=tuple(uses.args) if uses else (),
             diagnosis=self.clean(diagnosis(exc)) if exc is not None else "",
             error=student_error(exc) if exc is not None else "",
+            on_top=getattr(exc, "on_top", ()),
+            among=getattr(exc, "among", ()),
         )
         return report
 
@@ -200,10 +208,13 @@ def explain(exc: BaseException, hidden: bool) -> str:
 
 #: How the graded suite introduces a diagnosis (tests/graded/compare.py).
 LIKELY = "Likely mistake:"
+#: What a failure the replay found no one known mistake for says (``autograder.grading.diagnosis``).
+NO_MATCH = "No known mistake matches what your code did here."
 
 
 def diagnosis(exc: BaseException) -> str:
-    """The suite's diagnosis of a failure: the text after its last ``Likely mistake:`` line.
+    """The suite's diagnosis of a failure: the text after its last ``Likely mistake:`` line
+    (indented too: pytest indents the lines of an ``assert``'s message after the first).
     Only the suite's own words count: the message of what the student's code raised, which
     the suite may quote, is left out first (a student may raise "Likely mistake: ...")."""
     inner = getattr(exc, "exceptions", None)
@@ -216,9 +227,9 @@ def diagnosis(exc: BaseException) -> str:
         text = text.replace(str(raised), "").replace(raised.message, "")
         theirs = {line.strip() for line in raised.message.splitlines()}
     lines = [
-        line
+        line.strip()
         for line in text.splitlines()
-        if line.startswith(LIKELY) and line.strip() not in theirs
+        if line.lstrip().startswith(LIKELY) and line.strip() not in theirs
     ]
     return lines[-1][len(LIKELY) :].strip().rstrip(".") if lines else ""
 
@@ -349,15 +360,65 @@ def _suite_error(code, collector: Collector, output: str) -> SuiteError:
 
 
 def _sorted(results: dict[str, TestResult]) -> list[TestResult]:
-    """The results by part, with no likely mistake named in a part that builds on a part
-    with a failed test: the failure may come from there. (The diagnosis leaves them out as
-    it goes, ``autograder.grading.diagnosis.amended``, but every public test runs before every hidden
-    one, so an earlier part's hidden failure is known only here.)"""
-    failed = {t.part for t in results.values() if not (t.passed or t.skipped)}
-    return sorted(
-        (_unnamed(t) if builds_on(t.part) & failed else t for t in results.values()),
-        key=lambda t: (t.part, t.nodeid),
-    )
+    """The results by part, with no likely mistake named in a failing test that runs the code
+    of another part whose failures its own part does not explain: the failure may come from
+    there (``from_other_parts``), unless it names its part's own mistake on top of those
+    parts' (``on_top``), each of whose failing tests names that one mistake. (The diagnosis
+    leaves them out as it goes, ``autograder.grading.diagnosis.amended``, but every public
+    test runs before every hidden one, and whether a part explains another's failures is
+    known only once all have run.)"""
+    elsewhere = from_other_parts(results.values())
+    kept = [
+        _unnamed(t) if t.nodeid in elsewhere and not t.on_top else t
+        for t in results.values()
+    ]
+    kept = [
+        _unnamed(t)
+        if t.nodeid in elsewhere and not _on_top_holds(t, elsewhere[t.nodeid], kept)
+        else t
+        for t in kept
+    ]
+    decided = _among_decided(kept, set(elsewhere))
+    return sorted(decided, key=lambda t: (t.part, t.nodeid))
+
+
+def _among_decided(results: list[TestResult], elsewhere: set[str]) -> list[TestResult]:
+    """``results`` where a failure whose diagnosis found several mistakes (``among``) names the
+    one of them that the part's other failures name, where exactly one of them does: each
+    answers this test as the student's code did, and the part's other tests show which. Not
+    a failure that may come from another part (``elsewhere``)."""
+    decided = []
+    for t in results:
+        if t.among and NO_MATCH in t.message and t.nodeid not in elsewhere:
+            named = [
+                o.diagnosis.lower()
+                for o in results
+                if o.part == t.part and o.nodeid != t.nodeid and o.diagnosis
+            ]
+            shown = [
+                d
+                for d, phrases in t.among
+                if any(p.lower() in n for p in phrases for n in named)
+            ]
+            if len(shown) == 1:
+                message = t.message.replace(NO_MATCH, f"{LIKELY} {shown[0]}")
+                t = replace(t, message=message, diagnosis=shown[0])
+        decided.append(t)
+    return decided
+
+
+def _on_top_holds(result: TestResult, parts: set[int], results) -> bool:
+    """Whether each of ``parts`` is one ``result`` names its mistake on top of, and every
+    failing test of that part names it (a phrase of it)."""
+    on_top = dict(result.on_top)
+    if not parts <= set(on_top):
+        return False
+    for t in results:
+        if t.part in parts and not (t.passed or t.skipped):
+            named = t.diagnosis.lower()
+            if not named or not any(p.lower() in named for p in on_top[t.part]):
+                return False
+    return True
 
 
 def _unnamed(result: TestResult) -> TestResult:
@@ -365,7 +426,9 @@ def _unnamed(result: TestResult) -> TestResult:
     if result.passed or LIKELY not in result.message:
         return result
     lines = [
-        line for line in result.message.splitlines() if not line.startswith(LIKELY)
+        line
+        for line in result.message.splitlines()
+        if not line.lstrip().startswith(LIKELY)
     ]
     return replace(result, message="\n".join(lines), diagnosis="")
 

@@ -7,7 +7,15 @@ import json
 import os
 import sys
 
-from autograder.facts.points import GATED, PARTS, builds_on, check_uses, fix_first
+from autograder.facts.points import (
+    GATED,
+    PARTS,
+    builds_on,
+    check_uses,
+    failed_earlier,
+    fix_first,
+    from_other_parts,
+)
 from autograder.grading.grade import Graded
 from autograder.outputs.report import feedback_md
 from autograder.sources import runner
@@ -59,6 +67,43 @@ def test_a_bug_in_the_kv_cache_is_sent_to_part_6():
     first = fix_first(tests)
     assert first[3] == first[5] == first[7] == [6]
     assert first[6] == []
+
+
+def failing(tests, part: int) -> set[str]:
+    return {t.nodeid for t in tests if t.part == part and not t.passed}
+
+
+def test_a_bug_in_part_3_keeps_its_names_in_part_3_and_none_after():
+    """split_heads is wrong: part 6's failures come from part 3, so part 3's cache tests,
+    which run part 6's cache, keep their likely mistake; parts 5, 6 and 7 keep none."""
+    tests = suite({3: [(), (), (6,)], 5: [(), (6,)], 6: [(), ()], 7: [()]})
+    later = failing(tests, 5) | failing(tests, 6) | failing(tests, 7)
+    assert set(from_other_parts(tests)) == later
+
+
+def test_a_bug_in_the_kv_cache_takes_the_names_of_part_3s_cache_tests():
+    """KVCache.append is wrong: part 3 fails only in its cache tests, which may fail because
+    of part 6; part 6's own failures keep their likely mistake."""
+    tests = suite({3: [(6,), (6,)], 6: [(), ()]})
+    assert set(from_other_parts(tests)) == failing(tests, 3)
+
+
+def test_a_failure_that_runs_a_failed_earlier_part_keeps_no_name():
+    """Part 1 fails in tests of its own: part 3's failures may come from there."""
+    tests = suite({1: [()], 3: [(), (6,)]})
+    assert set(from_other_parts(tests)) == failing(tests, 3)
+
+
+def test_while_the_suite_runs_only_a_failed_part_that_does_not_build_on_this_one_blocks():
+    """Part 6 builds on part 3: its failure may be part 3's doing, decided once the results
+    are in. Part 1's is not, and part 6's blocks a part 3 test only where it runs the cache."""
+    assert failed_earlier(3, (), {1}) == {1}
+    assert failed_earlier(3, (), {6}) == set()
+    assert failed_earlier(3, (6,), {6}) == set()
+    assert failed_earlier(3, (), {2, 4, 5, 7}) == set()
+    assert failed_earlier(6, (), {3}) == set()  # part 3's cache tests run part 6
+    assert failed_earlier(6, (), {2, 3}) == {2}
+    assert failed_earlier(7, (), {6}) == {6}
 
 
 def test_a_part_3_cache_failure_is_never_said_to_build_on_rope():

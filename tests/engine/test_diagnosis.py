@@ -526,3 +526,253 @@ def test_the_suites_name_stands_where_a_known_mistake_carries_it():
     assert not diagnosis.confirmed(
         "a fully masked row gives NaN instead of raising", {2}
     )
+
+
+def test_an_error_a_helper_of_the_edited_function_raises_in_its_file_names_the_mistake(
+    tmp_path,
+):
+    """The softmax over the queries wherever a mask is given: a key every query prohibits
+    makes the softmax (attention.py's helper) refuse an all -inf slice, on the way from the
+    attention the mutant edits. The one request answered otherwise is that error: it shows
+    the mistake, as a value would."""
+    folder = _reference_with(
+        tmp_path,
+        "attention.py",
+        "weights = softmax(scores, dim=-1)  # (..., Tq, Tk)",
+        "weights = softmax(scores, dim=-1 if mask is None else -2)",
+    )
+    q, k, v = (torch.randn(3, 4, dtype=torch.float64) for _ in range(3))
+    mask = torch.zeros(3, 3, dtype=torch.bool)
+    mask[:, 2] = True  # no query sees key 2
+
+    def attend(hw):
+        with contextlib.suppress(StudentError):
+            hw.call("attention.scaled_dot_product_attention", q, k[:3], v[:3], mask)
+
+    entries = journal_of(folder, attend)
+    assert entries[0].where == ("attention.py", "softmax")
+    found = diagnosis.diagnose(entries, 1, "cpu")
+    assert found == MUTANTS["softmax-wrong-axis"].description
+
+
+def test_a_mistake_that_leaves_an_object_in_another_state_is_named_by_its_first_answer(
+    tmp_path,
+):
+    """RoPE's offset skipped for chunks of one token only: the first chunk of one token
+    after the cache holds two is the mutant's answer (positions from 0); the chunk after it
+    is not, as the mutant offsets no chunk at all. Both answered otherwise from the cache's
+    state, the first answer names the mistake; a journal of the later chunk alone names
+    none."""
+    folder = _reference_with(
+        tmp_path,
+        "gqa.py",
+        "start = 0 if cache is None else cache.length",
+        "start = 0 if cache is None or t == 1 else cache.length",
+    )
+    x = torch.randn(1, 6, 8, dtype=torch.float64)
+    state = {
+        f"{p}_proj.weight": torch.randn(s, dtype=torch.float64)
+        for p, s in (("q", (8, 8)), ("k", (4, 8)), ("v", (4, 8)), ("out", (8, 8)))
+    }
+
+    def chunks(hw):
+        gqa = hw.new("gqa.GroupedQueryAttention", 8, 2, 1)
+        gqa.call("double")
+        gqa.load_state(dict(state))
+        cache = hw.new("gqa.KVCache", 1, 1, 6, 4, dtype=torch.float64)
+        for a, b in ((0, 2), (2, 3), (3, 6)):
+            gqa(x[:, a:b], cache=cache)
+
+    entries = journal_of(folder, chunks)
+    found = diagnosis.diagnose(entries, 6, "cpu")
+    assert found == MUTANTS["rope-positions-not-offset-by-cache"].description
+    # The last chunk's answer alone is no mutant's.
+    assert diagnosis.diagnose(entries[:-2] + entries[-1:], 6, "cpu") is None
+
+
+def _reference_with_all(tmp_path: Path, edits) -> Path:
+    """The reference with edits ``(file, old, new)`` in several files, as a submission."""
+    source = SOLUTIONS
+    for i, (file, old, new) in enumerate(edits):
+        mutant = Mutant(f"edited{i}", file, ((old, new),), 0, "")
+        source = apply(mutant, source, tmp_path / f"edited{i}") / PACKAGE
+    return source.parent
+
+
+NO_SCALE_EDIT = ("attention.py", " / math.sqrt(q.shape[-1])", "")
+NORMALIZED_RESIDUAL = (
+    "block.py",
+    "        h = x + self.attn(self.ln1(x), mask=mask, cache=cache)\n",
+    (
+        "        normed = self.ln1(x)\n"
+        "        h = normed + self.attn(normed, mask=mask, cache=cache)\n"
+    ),
+)
+
+
+def test_a_later_parts_mistake_is_named_on_top_of_an_earlier_parts_named_one(tmp_path):
+    """Part 1's scale left out, named in each of part 1's failures, and part 5's residual
+    adding the normalized tensor: part 5's block answers as the reference with both
+    mistakes, not with part 1's alone, so part 5's own mistake is named, on top of part
+    1's. The scale alone names nothing in part 5 (its failure comes from part 1); nor does
+    a part 1 failure that named nothing."""
+    with InProcessSubmission(SOLUTIONS.parent) as hw:
+        torch.manual_seed(3)
+        built = hw.new("block.PreNormBlock", 8, 2, 12)
+        built.call("double")
+        state = built.call("state_dict")
+    x = torch.randn(2, 3, 8, dtype=torch.float64)
+
+    def block(hw):
+        blk = hw.new("block.PreNormBlock", 8, 2, 12)
+        blk.call("double")
+        blk.load_state(dict(state))
+        blk(x)
+
+    def amend(folder: Path, part1_named):
+        journal = diagnosis.Journal()
+        journal.entries = journal_of(folder, block)
+        journal.failed(1)
+        journal.named[1].append(part1_named)
+        failure = AssertionError("PreNormBlock output wrong")
+        return diagnosis.amended(failure, journal, 5, folder, "cpu", hidden=False)
+
+    both = _reference_with_all(tmp_path / "both", [NO_SCALE_EDIT, NORMALIZED_RESIDUAL])
+    no_scale = MUTANTS["no-scale"]
+    amended = amend(both, no_scale.description)
+    residual = MUTANTS["residual-adds-normalized"].description
+    assert str(amended).endswith(f"{diagnosis.LIKELY} {residual}")
+    assert amended.on_top == ((1, (no_scale.diagnosis,)),)
+    assert diagnosis.LIKELY not in str(amend(both, None))
+    scale_only = _reference_with_all(tmp_path / "scale", [NO_SCALE_EDIT])
+    assert diagnosis.LIKELY not in str(amend(scale_only, no_scale.description))
+
+
+def test_a_name_on_top_of_an_earlier_part_holds_only_while_its_every_failure_names_it():
+    """Part 5's residual named on top of part 1's missing scale: kept while every failing
+    test of part 1 names that scale, taken away once one of them (a hidden one, known only
+    with the results) names nothing."""
+    scale = MUTANTS["no-scale"]
+    on_top = ((1, (scale.diagnosis,)),)
+
+    def result(name, part, message, on_top=()):
+        return runner.TestResult(
+            f"t::{name}", name, part, 1, False, False, message,
+            diagnosis=message.partition(f"{diagnosis.LIKELY} ")[2], on_top=on_top,
+        )  # fmt: skip
+
+    named = f"block wrong\n{diagnosis.LIKELY} the residual adds the normalized tensor"
+    results = {
+        "a": result("a", 1, f"weights wrong\n{diagnosis.LIKELY} {scale.description}"),
+        "b": result("b", 5, named, on_top),
+        "c": result("c", 5, named),
+    }
+    by_name = {t.name: t for t in runner._sorted(results)}
+    assert by_name["b"].message == named
+    assert diagnosis.LIKELY not in by_name["c"].message  # named without part 1's
+    results["d"] = result("d", 1, "hidden weights wrong")
+    by_name = {t.name: t for t in runner._sorted(results)}
+    assert diagnosis.LIKELY not in by_name["b"].message
+
+
+def test_a_failure_two_mistakes_explain_is_decided_by_the_parts_other_failures(
+    tmp_path,
+):
+    """Scores left unscaled, and values of width 1: scaling by 1/sqrt(d_v) answers alike, so
+    the replay finds two mistakes and names neither; once the results are in, the part's
+    other failure naming one of them decides. A failure that may come from another part is
+    not decided."""
+    folder = _reference_with(
+        tmp_path,
+        "attention.py",
+        "scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])",
+        "scores = torch.matmul(q, k.transpose(-2, -1))",
+    )
+    q, k = (torch.randn(3, 4, dtype=torch.float64) for _ in range(2))
+    v = torch.randn(3, 1, dtype=torch.float64)
+
+    def attend(hw):
+        hw.call("attention.scaled_dot_product_attention", q, k, v)
+
+    journal = diagnosis.Journal()
+    journal.entries = journal_of(folder, attend)
+    no_scale, by_d_v = MUTANTS["no-scale"], MUTANTS["scale-by-sqrt-d_v"]
+    assert diagnosis.matching(journal.entries, 1, "cpu") == {
+        no_scale.description,
+        by_d_v.description,
+    }
+    failure = AssertionError("attention weights wrong")
+    amended = diagnosis.amended(failure, journal, 1, folder, "cpu", hidden=False)
+    assert str(amended).endswith(diagnosis.NO_MATCH)
+
+    def result(name, part, message, among=()):
+        return runner.TestResult(
+            f"t::{name}", name, part, 1, False, False, message,
+            diagnosis=message.partition(f"{diagnosis.LIKELY} ")[2], among=among,
+        )  # fmt: skip
+
+    tied = result("a", 1, str(amended), amended.among)
+    other = result("b", 1, f"wrong\n{diagnosis.LIKELY} {no_scale.description}")
+    decided = {t.name: t for t in runner._sorted({"a": tied, "b": other})}
+    assert decided["a"].message.endswith(f"{diagnosis.LIKELY} {no_scale.description}")
+    assert decided["a"].diagnosis == no_scale.description
+    alone = {t.name: t for t in runner._sorted({"a": tied})}
+    assert alone["a"].message.endswith(diagnosis.NO_MATCH)
+    later = result("c", 3, str(amended), amended.among)
+    both = {t.name: t for t in runner._sorted({"b": other, "c": later})}
+    assert both["c"].message.endswith(diagnosis.NO_MATCH)  # may come from part 1
+
+
+def test_a_suite_name_of_a_symptom_the_replay_contradicts_is_taken_out(tmp_path):
+    """NaN at logits near +-1000: the suite names the missing max subtraction. A softmax
+    that subtracts one maximum for the whole tensor shows the symptom too, but the mutant
+    that subtracts none answers otherwise: the name is taken out. One that subtracts none,
+    in other words, keeps it; so does a name on finite answers (not a symptom)."""
+    logits = torch.tensor([[1000.0, 999.0, 998.0], [-1000.0, -999.0, -1001.0]])
+    named = (
+        f"softmax contains NaN\n{diagnosis.LIKELY} no max subtraction in the softmax: "
+        "exp overflows at logits near 1000"
+    )
+
+    def amend(edit: str, tmp: Path, old="top = x.amax(dim=dim, keepdim=True)"):
+        folder = _reference_with(tmp, "attention.py", old, edit)
+        journal = diagnosis.Journal()
+        journal.entries = journal_of(
+            folder, lambda hw: hw.call("attention.softmax", logits, dim=-1)
+        )
+        failure = AssertionError(named)
+        return diagnosis.amended(failure, journal, 1, folder, "cpu", hidden=False)
+
+    one_max = amend(
+        "top = x.amax().expand_as(x).amax(dim=dim, keepdim=True)", tmp_path / "a"
+    )
+    assert diagnosis.LIKELY not in str(one_max)
+    assert str(one_max).endswith(diagnosis.NO_MATCH)
+    none = amend(
+        "top = torch.zeros_like(x.amax(dim=dim, keepdim=True))", tmp_path / "b"
+    )
+    assert str(none) == named
+    halved = "exp = torch.exp((x - top) / 2)"  # wrong, finite answers
+    finite = amend(halved, tmp_path / "c", old="exp = torch.exp(x - top)")
+    assert str(finite) == named  # no symptom: the suite's own name stands
+
+
+def test_a_likely_mistake_in_an_asserts_indented_message_is_the_suites_name(tmp_path):
+    """pytest indents the lines of an ``assert``'s message after the first: the suite's name
+    there stands (no replay's "no known mistake" beside it), and a failure that may come from
+    an earlier part loses it like any other."""
+    phrase = MUTANTS["cache-length-not-advanced"].diagnosis
+    failure = AssertionError(
+        f"KVCache.length is 0 after 2 positions\n  {diagnosis.LIKELY} {phrase}"
+    )
+    assert runner.diagnosis(failure) == phrase
+    folder = _reference_with(tmp_path, "gqa.py", "self.length += t", "self.length += 0")
+    journal = diagnosis.Journal()
+    assert (
+        diagnosis.amended(failure, journal, 6, folder, "cpu", hidden=False) is failure
+    )
+    journal.failed(2)
+    unnamed = diagnosis.amended(failure, journal, 6, folder, "cpu", hidden=False)
+    assert diagnosis.LIKELY not in str(unnamed)
+    result = runner.TestResult("t::a", "a", 6, 1, False, False, str(failure))
+    assert diagnosis.LIKELY not in runner._unnamed(result).message

@@ -408,6 +408,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         "in-place operation on an argument",
     ),
     single(
+        "layernorm-normalizes-in-place",
+        "norm.py",
+        "        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias\n",
+        "        return x.sub_(mean).div_(torch.sqrt(var + self.eps)) * self.weight + self.bias\n",
+        5,
+        "in-place operation on an argument",
+    ),
+    single(
         "rmsnorm-detaches-rms",
         "norm.py",
         "        return x / rms * self.weight\n",
