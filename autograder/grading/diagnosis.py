@@ -486,7 +486,8 @@ def matching(
 
     A mutant that answers every request alike is preferred; failing one, a mutant may answer
     otherwise where the student's code answers as the reference does (the mistake made in
-    fewer places than the mutant makes it: in one branch of two, or beside code of its own).
+    fewer places than the mutant makes it: in one branch of two, or beside code of its own),
+    on requests that ask what a wrongly answered one asks (``_tolerated``).
     Either way it answers alike every request the reference answers otherwise, and one of
     those is a value, or an error that arose in a function its edits lie in: an error alike that
     comes from elsewhere shows a symptom several causes share (a mask of the wrong shape from
@@ -553,7 +554,7 @@ def _matching(candidates, stage, entries, device, alike, base=()) -> frozenset[s
     """The descriptions of the ``candidates`` that answer ``entries`` alike: exactly, else
     otherwise only where ``alike``, else up to the state the mistake left (``_after_first``);
     those of the best of these that any does."""
-    tolerated = frozenset(alike) | _after_first(entries, alike)
+    tolerated = _tolerated(entries, alike)
     exact, partly, first = set(), set(), set()
     for mutant in candidates:
         if mutant.description in exact:
@@ -567,6 +568,19 @@ def _matching(candidates, stage, entries, device, alike, base=()) -> frozenset[s
             elif differs is not None:
                 first.add(mutant.description)
     return frozenset(exact or partly or first)
+
+
+def _tolerated(entries: list[Entry], alike) -> frozenset[int]:
+    """The requests a mutant may answer otherwise than the student's code did: those the
+    student's code answers as the reference does, where they ask what some request the
+    reference answers otherwise asks (the same function or method, the same attribute), on
+    other inputs: the mistake made in fewer places than the mutant makes it; and the state a
+    mistake left (``_after_first``). A mutant that answers otherwise a question of another
+    kind (the cache's length, where only what append returns is wrong) shows a mistake the
+    student's code does not make."""
+    wrong = {(e.op, e.name) for i, e in enumerate(entries) if i not in alike}
+    same_kind = {i for i in alike if (entries[i].op, entries[i].name) in wrong}
+    return frozenset(same_kind) | _after_first(entries, alike)
 
 
 def _after_first(entries: list[Entry], alike) -> frozenset[int]:
@@ -707,7 +721,7 @@ def _contradicted(named: str, entries: list[Entry], parts, device) -> bool:
         random.seed(random.randrange(2**31))
         if _reference_replay(stage, entries, device)[0] != alike:
             return False  # its answers hang on the global random numbers
-        tolerated = frozenset(alike) | _after_first(entries, alike)
+        tolerated = _tolerated(entries, alike)
         for mutant in mutants:
             with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
                 if replay(stage.mutant(mutant), entries, device, tolerated) is not None:

@@ -776,3 +776,26 @@ def test_a_likely_mistake_in_an_asserts_indented_message_is_the_suites_name(tmp_
     assert diagnosis.LIKELY not in str(unnamed)
     result = runner.TestResult("t::a", "a", 6, 1, False, False, str(failure))
     assert diagnosis.LIKELY not in runner._unnamed(result).message
+
+
+def _entry(op: str, name: str, target=None) -> diagnosis.Entry:
+    return diagnosis.Entry(op, target, name, (), {}, None, None, None)
+
+
+def test_a_mutant_may_differ_where_the_student_is_right_only_on_the_same_question():
+    """The mistake in fewer places: a mutant may answer otherwise a request the student's code
+    answers right when it asks what a wrong one asks (the attention without a mask, where only
+    the masked one is wrong), never another kind of question (the cache's length, where only
+    what append returns is wrong): that mutant shows a mistake the student's code lacks."""
+    cache = object()
+    entries = [
+        _entry("call", "attention.scaled_dot_product_attention"),
+        _entry("call", "attention.scaled_dot_product_attention"),
+        _entry("method", "append", cache),
+        _entry("getattr", "length", cache),
+        _entry("method", "append", cache),
+    ]
+    right = {0, 2, 3}  # the student's code answers these as the reference does
+    tolerated = diagnosis._tolerated(entries, right)
+    assert 0 in tolerated and 2 in tolerated  # the same question as a wrong one
+    assert 3 not in tolerated  # the length: asked by no wrong request
