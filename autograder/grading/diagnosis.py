@@ -476,7 +476,11 @@ def diagnose(
 
 
 def matching(
-    entries: list[Entry], part: int, device, earlier: frozenset[int] = frozenset()
+    entries: list[Entry],
+    part: int,
+    device,
+    earlier: frozenset[int] = frozenset(),
+    refuted: set[str] | None = None,
 ) -> frozenset[str]:
     """The descriptions of the known mistakes of ``part`` whose mutants answer ``entries``
     as the student did, where the reference does not (empty where none does). Where
@@ -492,7 +496,9 @@ def matching(
     those is a value, or an error that arose in a function its edits lie in: an error alike that
     comes from elsewhere shows a symptom several causes share (a mask of the wrong shape from
     a mask or from positions restarting at 0), never which of them it is. Where the student's
-    process ended, at once: replaying every candidate would find none."""
+    process ended, at once: replaying every candidate would find none. ``refuted`` gets the
+    descriptions of ``part`` whose every mutant could act here and answers otherwise than the
+    student's code (``_matching``)."""
     if not entries or any(e.error and e.error[0] == PROCESS_ENDED for e in entries):
         return frozenset()
     stage = _stage()
@@ -513,7 +519,8 @@ def matching(
                 and _may_differ(m, stage, reached)
                 and _shown_by(m, stage, otherwise)
             ]
-            found = _matching(candidates, stage, entries, device, alike)
+            own = refuted if parts == {part} else None
+            found = _matching(candidates, stage, entries, device, alike, refuted=own)
             if found:
                 return found
     return frozenset()
@@ -550,23 +557,35 @@ def confirmed(named: str, parts) -> bool:
     return any(m.part in parts and m.diagnosis.lower() in named for m in CATALOGUE)
 
 
-def _matching(candidates, stage, entries, device, alike, base=()) -> frozenset[str]:
+def _matching(
+    candidates, stage, entries, device, alike, base=(), refuted: set[str] | None = None
+) -> frozenset[str]:
     """The descriptions of the ``candidates`` that answer ``entries`` alike: exactly, else
     otherwise only where ``alike``, else up to the state the mistake left (``_after_first``);
-    those of the best of these that any does."""
+    those of the best of these that any does. ``refuted`` gets the descriptions whose every
+    candidate answered otherwise: where their edits act, the student's code does not make
+    that mistake (``runner._unrefuted`` takes the name out of the part's other failures)."""
     tolerated = _tolerated(entries, alike)
     exact, partly, first = set(), set(), set()
+    tried: dict[
+        str, bool
+    ] = {}  # description -> whether every mutant of it answered otherwise
     for mutant in candidates:
         if mutant.description in exact:
             continue
+        otherwise = False
         with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
             differs = replay(stage.mutant(mutant, base), entries, device, tolerated)
+            otherwise = differs is None
             if differs == []:
                 exact.add(mutant.description)
             elif differs is not None and set(differs) <= alike:
                 partly.add(mutant.description)
             elif differs is not None:
                 first.add(mutant.description)
+        tried[mutant.description] = tried.get(mutant.description, True) and otherwise
+    if refuted is not None:
+        refuted.update(d for d, every in tried.items() if every)
     return frozenset(exact or partly or first)
 
 
@@ -684,7 +703,8 @@ def amended(
         journal.named[part].append(_description_of(named, part))
         return exc
     message = runner.explain(_without_likely(exc, hidden), hidden)
-    found = matching(journal.entries, part, device, earlier)
+    refuted: set[str] = set()
+    found = matching(journal.entries, part, device, earlier, refuted)
     one = next(iter(found)) if len(found) == 1 else None
     journal.named[part].append(one)
     better = _with_message(
@@ -693,6 +713,7 @@ def amended(
     if len(found) > 1:
         # Which of them the part's other failures name decides, once all have run.
         better.among = tuple(sorted((d, _phrases(d)) for d in found))
+    better.refuted = tuple(sorted((d, _phrases(d)) for d in refuted))
     return better
 
 

@@ -64,6 +64,9 @@ class TestResult:
     # Where the diagnosis found several mistakes that answer as the student's code did:
     # (description, the phrases it is named by) of each; the part's other failures decide.
     among: tuple = ()
+    # The known mistakes whose every mutant could act here and answered otherwise than the
+    # student's code: (description, the phrases it is named by) of each.
+    refuted: tuple = ()
 
 
 class Collector:
@@ -147,6 +150,7 @@ class Collector:
             error=student_error(exc) if exc is not None else "",
             on_top=getattr(exc, "on_top", ()),
             among=getattr(exc, "among", ()),
+            refuted=getattr(exc, "refuted", ()),
         )
         return report
 
@@ -363,7 +367,8 @@ def _sorted(results: dict[str, TestResult]) -> list[TestResult]:
     """The results by part, with no likely mistake named in a failing test that runs the code
     of another part whose failures its own part does not explain: the failure may come from
     there (``from_other_parts``), unless it names its part's own mistake on top of those
-    parts' (``on_top``), each of whose failing tests names that one mistake. (The diagnosis
+    parts' (``on_top``), each of whose failing tests names that one mistake; nor one another
+    failure of the part refutes (``_unrefuted``). (The diagnosis
     leaves them out as it goes, ``autograder.grading.diagnosis.amended``, but every public
     test runs before every hidden one, and whether a part explains another's failures is
     known only once all have run.)"""
@@ -378,8 +383,28 @@ def _sorted(results: dict[str, TestResult]) -> list[TestResult]:
         else t
         for t in kept
     ]
-    decided = _among_decided(kept, set(elsewhere))
+    decided = _unrefuted(_among_decided(kept, set(elsewhere)), set(elsewhere))
     return sorted(decided, key=lambda t: (t.part, t.nodeid))
+
+
+def _unrefuted(results: list[TestResult], elsewhere: set[str]) -> list[TestResult]:
+    """``results`` without a name that another failure of the same part refutes: there, every
+    mutant of that mistake could act and answered otherwise than the student's code, so the
+    code does not make it, whatever one test's answers share with it (a cache that returns
+    only the new keys answers the attention's requests as one whose length never advances).
+    Not by a failure that may come from another part (``elsewhere``)."""
+    refuted: dict[int, list[str]] = {}
+    for t in results:
+        if not t.passed and t.nodeid not in elsewhere:
+            for _, phrases in t.refuted:
+                refuted.setdefault(t.part, []).extend(p.lower() for p in phrases)
+    return [
+        _unnamed(t)
+        if t.diagnosis
+        and any(p in t.diagnosis.lower() for p in refuted.get(t.part, []))
+        else t
+        for t in results
+    ]
 
 
 def _among_decided(results: list[TestResult], elsewhere: set[str]) -> list[TestResult]:

@@ -799,3 +799,34 @@ def test_a_mutant_may_differ_where_the_student_is_right_only_on_the_same_questio
     tolerated = diagnosis._tolerated(entries, right)
     assert 0 in tolerated and 2 in tolerated  # the same question as a wrong one
     assert 3 not in tolerated  # the length: asked by no wrong request
+
+
+def test_a_name_another_failure_of_the_part_refutes_is_taken_out():
+    """A mistake whose every mutant answered one failure of a part otherwise than the
+    student's code is not named in the part's other failures, whatever they share with it;
+    a refutation from a failure that may come from another part counts for nothing."""
+    stuck = "append does not advance length"
+    phrases = (stuck, "does not advance length")
+
+    def failing(name, part=6, diagnosis="", refuted=()):
+        message = f"wrong\n{runner.LIKELY} {diagnosis}" if diagnosis else "wrong"
+        return runner.TestResult(
+            f"tests/graded/test_part{part}.py::{name}",
+            name,
+            part,
+            1,
+            False,
+            False,
+            message,
+            diagnosis=diagnosis,
+            refuted=refuted,
+        )
+
+    named = failing("test_gqa_cached_chunks", diagnosis=stuck)
+    refuting = failing("test_kv_cache_append", refuted=((stuck, phrases),))
+    other_part = failing("test_mha_cache", part=3, diagnosis=stuck)
+    kept = runner._unrefuted([named, refuting, other_part], set())
+    assert kept[0].diagnosis == "" and runner.LIKELY not in kept[0].message
+    assert kept[2].diagnosis == stuck  # another part's failure is not refuted here
+    unrefuted = runner._unrefuted([named, refuting], {refuting.nodeid})
+    assert unrefuted[0].diagnosis == stuck
