@@ -451,22 +451,16 @@ PROCESS_ENDED = "ProcessExit"
 
 
 def replay(
-    root: Path,
-    entries: list[Entry],
-    device,
-    alike: frozenset[int] = frozenset(),
-    stopped: list[int] | None = None,
+    root: Path, entries: list[Entry], device, alike: frozenset[int] = frozenset()
 ) -> list[int] | None:
     """The requests of ``entries`` that the submission at ``root`` answers otherwise than the
     student's code did, where all of them are in ``alike``; None at the first one that is
-    not, whose index ``stopped`` gets (``replay(...) == []``: every one answered alike)."""
+    not (``replay(...) == []``: every one answered alike)."""
     differs = []
     with contextlib.closing(_alike(root, entries, device)) as answers:
         for i, same in enumerate(answers):
             if not same:
                 if i not in alike:
-                    if stopped is not None:
-                        stopped.append(i)
                     return None
                 differs.append(i)
     return differs
@@ -569,35 +563,29 @@ def _matching(
     """The descriptions of the ``candidates`` that answer ``entries`` alike: exactly, else
     otherwise only where ``alike``, else up to the state the mistake left (``_after_first``);
     those of the best of these that any does. ``refuted`` gets the descriptions whose every
-    candidate answered otherwise a request the student's code answers as the reference does,
-    one it may not (``_tolerated``): the mistake shows where the student's code has none, so
-    it does not make that mistake (``runner._unrefuted`` takes the name out of the part's other
-    failures). A mutant that answers otherwise only where the student's code is wrong too
-    refutes nothing: the code may make the mistake with other values, or beside another."""
+    candidate answered otherwise: where their edits act, the student's code does not make
+    that mistake (``runner._unrefuted`` takes the name out of the part's other failures)."""
     tolerated = _tolerated(entries, alike)
     exact, partly, first = set(), set(), set()
-    refutes: dict[str, bool] = {}  # description -> whether each of its mutants did
+    tried: dict[
+        str, bool
+    ] = {}  # description -> whether every mutant of it answered otherwise
     for mutant in candidates:
         if mutant.description in exact:
             continue
         otherwise = False
         with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
-            stopped: list[int] = []
-            differs = replay(
-                stage.mutant(mutant, base), entries, device, tolerated, stopped
-            )
-            otherwise = differs is None and stopped[0] in alike
+            differs = replay(stage.mutant(mutant, base), entries, device, tolerated)
+            otherwise = differs is None
             if differs == []:
                 exact.add(mutant.description)
             elif differs is not None and set(differs) <= alike:
                 partly.add(mutant.description)
             elif differs is not None:
                 first.add(mutant.description)
-        refutes[mutant.description] = (
-            refutes.get(mutant.description, True) and otherwise
-        )
+        tried[mutant.description] = tried.get(mutant.description, True) and otherwise
     if refuted is not None:
-        refuted.update(d for d, every in refutes.items() if every)
+        refuted.update(d for d, every in tried.items() if every)
     return frozenset(exact or partly or first)
 
 

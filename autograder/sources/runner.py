@@ -389,9 +389,8 @@ def _sorted(results: dict[str, TestResult]) -> list[TestResult]:
 
 def _unrefuted(results: list[TestResult], elsewhere: set[str]) -> list[TestResult]:
     """``results`` without a name that another failure of the same part refutes: there, every
-    mutant of that mistake could act and answered otherwise a request the student's code
-    answers right (``diagnosis._matching``), so the code does not make it, whatever one test's
-    answers share with it (a cache that returns
+    mutant of that mistake could act and answered otherwise than the student's code, so the
+    code does not make it, whatever one test's answers share with it (a cache that returns
     only the new keys answers the attention's requests as one whose length never advances).
     Not by a failure that may come from another part (``elsewhere``)."""
     refuted: dict[int, list[str]] = {}
