@@ -567,9 +567,8 @@ def _matching(
     that mistake (``runner._unrefuted`` takes the name out of the part's other failures)."""
     tolerated = _tolerated(entries, alike)
     exact, partly, first = set(), set(), set()
-    tried: dict[
-        str, bool
-    ] = {}  # description -> whether every mutant of it answered otherwise
+    # description -> whether every mutant of it answered otherwise
+    tried: dict[str, bool] = {}
     for mutant in candidates:
         if mutant.description in exact:
             continue

@@ -400,35 +400,22 @@ def test_scaled_dot_product_attention_float_mask_and_gradients(hw):
     )
     upstream = randn(2, 2, 3, 2, seed=35)  # d(loss)/d(out), (B, h, Tq, d_v)
     dev = hw.device
-    got = hw.gradients(
-        SDPA,
-        q.to(dev),
-        k.to(dev),
-        v.to(dev),
-        mask=bias.to(dev),
-        upstream=upstream.to(dev),
-    )
-    expected, _ = gradients(
-        lambda q, k, v: attend(q, k, v, bias),
-        {"args[0]": q, "args[1]": k, "args[2]": v},
-        upstream,
-    )
-    assert_gradients(got["inputs"], expected, "attention with a float mask")
-    prohibited = inf_mask.isinf()  # the same positions as a bool mask
-    got = hw.gradients(
-        SDPA,
-        q.to(dev),
-        k.to(dev),
-        v.to(dev),
-        mask=prohibited.to(dev),
-        upstream=upstream.to(dev),
-    )
-    expected, _ = gradients(
-        lambda q, k, v: attend(q, k, v, prohibited),
-        {"args[0]": q, "args[1]": k, "args[2]": v},
-        upstream,
-    )
-    assert_gradients(got["inputs"], expected, "attention with a bool mask")
+    # The bool mask prohibits the 0/-inf mask's -inf positions.
+    for kind, mask in (("float", bias), ("bool", inf_mask.isinf())):
+        got = hw.gradients(
+            SDPA,
+            q.to(dev),
+            k.to(dev),
+            v.to(dev),
+            mask=mask.to(dev),
+            upstream=upstream.to(dev),
+        )
+        expected, _ = gradients(
+            lambda q, k, v, mask=mask: attend(q, k, v, mask),
+            {"args[0]": q, "args[1]": k, "args[2]": v},
+            upstream,
+        )
+        assert_gradients(got["inputs"], expected, f"attention with a {kind} mask")
 
 
 @pytest.mark.points(1)
