@@ -596,9 +596,31 @@ def _tolerated(entries: list[Entry], alike) -> frozenset[int]:
     mistake left (``_after_first``). A mutant that answers otherwise a question of another
     kind (the cache's length, where only what append returns is wrong) shows a mistake the
     student's code does not make."""
-    wrong = {(e.op, e.name) for i, e in enumerate(entries) if i not in alike}
-    same_kind = {i for i in alike if (entries[i].op, entries[i].name) in wrong}
+    wrong = {_question(e) for i, e in enumerate(entries) if i not in alike}
+    same_kind = {i for i in alike if _question(entries[i]) in wrong}
     return frozenset(same_kind) | _after_first(entries, alike)
+
+
+#: Requests that run a function or method (``name``): plainly, on non-contiguous copies of
+#: its arguments, for its gradients, watching its forward passes, under another default dtype
+#: (and on the second device, whose request names the kind it carries).
+_RUNS = frozenset(
+    {"call", "method", "checked", "gradients", "forwards", "default_dtype"}
+)
+
+
+def _question(entry: Entry) -> tuple[str, str | None, str | None]:
+    """What a request asks, whatever way it asks it: ``("run", the target's type, name)``
+    for a function or method run in any of the ``_RUNS`` ways or on the second device (an
+    attention without a cache run on non-contiguous copies asks what the same attention with
+    a cache does, on other inputs), else its kind of request (an attribute read, an object
+    made) with the same target type and name."""
+    op = entry.op
+    if op == "elsewhere" and entry.args and isinstance(entry.args[0], str):
+        op = entry.args[0]
+    kind = "run" if op in _RUNS else "new" if op == "build" else op
+    target = entry.target.ref.type_name if isinstance(entry.target, Handle) else None
+    return kind, target, entry.name
 
 
 def _after_first(entries: list[Entry], alike) -> frozenset[int]:
