@@ -98,6 +98,21 @@ CATALOGUE: tuple[Mutant, ...] = (
         "mask applied after the softmax",
     ),
     single(
+        "float-mask-applied-after-softmax",
+        "attention.py",
+        MASKING,
+        """        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(mask, float("-inf"))
+    if torch.isneginf(scores).all(dim=-1).any():
+        raise ValueError("mask prohibits every key for at least one query row")
+    weights = softmax(scores, dim=-1)  # (..., Tq, Tk)
+    if mask is not None and mask.dtype != torch.bool:
+        weights = weights * torch.exp(mask)  # -inf -> 0, 0 -> 1
+""",
+        1,
+        "mask applied after the softmax",
+    ),
+    single(
         "no-scale",
         "attention.py",
         " / math.sqrt(q.shape[-1])",
@@ -337,6 +352,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         "positions ignored",
     ),
     single(
+        "rope-positions-taken-as-consecutive",
+        "rope.py",
+        "angles = rope_angles(positions, x.shape[-1]",
+        "angles = rope_angles(positions[0] + torch.arange(t, device=x.device), x.shape[-1]",
+        4,
+        "positions ignored",
+    ),
+    single(
         "rope-rotates-in-place",
         "rope.py",
         ROPE_ROTATION,
@@ -365,6 +388,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         "eps added outside the square root",
     ),
     single(
+        "rmsnorm-eps-outside-sqrt",
+        "norm.py",
+        "rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True) + self.eps)",
+        "rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True)) + self.eps",
+        5,
+        "eps added outside the square root",
+    ),
+    single(
         "layernorm-variance-by-moments",
         "norm.py",
         "var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased",
@@ -386,6 +417,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         "block.py",
         "        h = x + self.attn(self.ln1(x), mask=mask, cache=cache)\n",
         "        x = self.ln1(x)\n        h = x + self.attn(x, mask=mask, cache=cache)\n",
+        5,
+        "residual adds the normalized tensor",
+    ),
+    single(
+        "ffn-residual-adds-normalized",
+        "block.py",
+        "        return h + self.ffn(self.ln2(h))\n",
+        "        h = self.ln2(h)\n        return h + self.ffn(h)\n",
         5,
         "residual adds the normalized tensor",
     ),
@@ -550,6 +589,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         "gqa.py",
         "positions = torch.arange(start, start + t, device=x.device)",
         "positions = torch.arange(t, device=x.device)",
+        6,
+        "not offset by the cache length",
+    ),
+    single(
+        "rope-query-positions-not-offset-by-cache",
+        "gqa.py",
+        "q = apply_rope(q, positions, self.rope_base)",
+        "q = apply_rope(q, torch.arange(t, device=x.device), self.rope_base)",
         6,
         "not offset by the cache length",
     ),
