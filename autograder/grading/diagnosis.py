@@ -149,6 +149,10 @@ _NUMBER = re.compile(r"-?\b\d+(\.\d+)?(e-?\d+)?\b")
 #: What a message names besides its kind: the operation that failed (``(aten.add.Tensor)``,
 #: ``(when checking argument ... in method wrapper_CUDA_mm)``), at its end.
 _OPERATION = re.compile(r"\s*\((aten\.|when checking)[^()]*\)\s*$")
+#: ... and the function and the argument it names (``view(): argument 'size' failed to unpack
+#: ...`` is what ``reshape(): argument 'shape' ...`` is: a float where a size goes).
+_CALLER = re.compile(r"^[\w.]+\(\): ")
+_QUOTED = re.compile(r"'[^'\s]*'")
 
 
 def error_meaning(info: ErrorInfo) -> tuple:
@@ -158,8 +162,8 @@ def error_meaning(info: ErrorInfo) -> tuple:
     the public function (or method) that raised it, directly or through a private helper,
     by file and name, with the public functions that called it (``(type, "raised in", file,
     function, callers)``). An error of the library means its message with the numbers and
-    the operation left out ("The size of tensor a (#) must match ...", "Expected all
-    tensors to be on the same device ...")."""
+    the operation, the function and the names it quotes left out ("The size of tensor a (#)
+    must match ...", "Expected all tensors to be on the same device ...")."""
     frames = list(_FRAME.finditer(info.traceback))
     statement = (frames[-1]["line"] or "").strip() if frames else ""
     chain = _public_chain(info)
@@ -167,7 +171,8 @@ def error_meaning(info: ErrorInfo) -> tuple:
     if own and chain and statement.startswith(("raise", "assert")):
         return (info.type_name, "raised in", *chain[-1], chain)
     first = info.message.strip().splitlines()[0] if info.message.strip() else ""
-    return (info.type_name, _NUMBER.sub("#", _OPERATION.sub("", first)))
+    general = _QUOTED.sub("'#'", _CALLER.sub("", _OPERATION.sub("", first)))
+    return (info.type_name, _NUMBER.sub("#", general))
 
 
 def errors_alike(a: tuple | None, b: tuple | None) -> bool:
@@ -417,9 +422,10 @@ def _grading_state_kept():
             torch.cuda.set_rng_state_all(cuda)
 
 
-def _alike(root: Path, entries: list[Entry], device):
+def _alike(root: Path, entries: list[Entry], device, outcomes: list | None = None):
     """Per request of ``entries``, in order, whether the submission at ``root`` answers it as
-    the student's code did (a generator: closing it ends the replay)."""
+    the student's code did (a generator: closing it ends the replay); ``outcomes`` gets each
+    ``(answer, error)``, copied."""
     handles: dict[int, Handle] = {}
 
     def theirs(value):
@@ -433,12 +439,16 @@ def _alike(root: Path, entries: list[Entry], device):
                 target = theirs(e.target)
                 args, kwargs = map_plain(e.args, theirs), map_plain(e.kwargs, theirs)
             except KeyError:
+                if outcomes is not None:
+                    outcomes.append((None, ("a handle never given",)))
                 yield False
                 continue
             try:
                 answer, error = hw.request(e.op, target, e.name, *args, **kwargs), None
             except StudentError as err:
                 answer, error = None, error_meaning(err.info)
+            if outcomes is not None:
+                outcomes.append((_copied(answer), error))
             loosest = SECOND_DEVICE_TOLERANCE if e.op == "elsewhere" else 0.0
             yield errors_alike(error, e.error) and bool(
                 error or agrees(e.answer, answer, handles, loosest)
@@ -503,7 +513,7 @@ def matching(
         return frozenset()
     stage = _stage()
     with _grading_state_kept():
-        alike, reached = _reference_replay(stage, entries, device)
+        alike, reached, given = _reference_replay(stage, entries, device)
         if reached is None:
             return frozenset()
         otherwise = [entries[i] for i in range(len(entries)) if i not in alike]
@@ -520,7 +530,9 @@ def matching(
                 and _shown_by(m, stage, otherwise)
             ]
             own = refuted if parts == {part} else None
-            found = _matching(candidates, stage, entries, device, alike, refuted=own)
+            found = _matching(
+                candidates, stage, entries, device, alike, refuted=own, given=given
+            )
             if found:
                 return found
     return frozenset()
@@ -529,24 +541,51 @@ def matching(
 def _reference_replay(
     stage: _Stage, entries: list[Entry], device, root: Path | None = None
 ):
-    """``(alike, reached)``: the requests the reference (or the submission at ``root``)
-    answers as the student's code did, and the functions that ran up to the first it answers
-    otherwise (None when there is none). A mutant whose edits did not run by then answers
-    that one as the reference does, so it cannot be the student's mistake."""
+    """``(alike, reached, given)``: the requests the reference (or the submission at ``root``)
+    answers as the student's code did, or whose answers hang on the random numbers
+    (``given``); and the functions that ran up to the first other one it answers otherwise
+    (None when there is none). A mutant whose edits did not run by then answers that one as
+    the reference does, so it cannot be the student's mistake."""
     root = root or stage.reference
     ran: set[tuple[str, int]] = set()
-    reached: set[tuple[str, int]] | None = None
+    reached_at: dict[int, set[tuple[str, int]]] = {}
     alike: set[int] = set()
+    outcomes: list = []
     with (
         ran_functions(root / PACKAGE, ran),
-        contextlib.closing(_alike(root, entries, device)) as answers,
+        contextlib.closing(_alike(root, entries, device, outcomes)) as answers,
     ):
         for i, same in enumerate(answers):
             if same:
                 alike.add(i)
-            elif reached is None:
-                reached = set(ran)
-    return alike, reached
+            else:
+                reached_at[i] = set(ran)
+    given = _given(root, entries, device, outcomes, alike) if reached_at else set()
+    first = min(set(reached_at) - given, default=None)
+    return alike | given, None if first is None else reached_at[first], frozenset(given)
+
+
+def _given(root: Path, entries, device, outcomes: list, alike) -> set[int]:
+    """The requests the submission at ``root`` answers otherwise than the student's code did,
+    and otherwise again under other random numbers: their answers hang on the random numbers
+    (a module's initial weights read back), which the test takes as given, whatever code
+    answers them (a mistake is never shown there, nor ruled out)."""
+    torch.manual_seed(random.randrange(2**31))
+    random.seed(random.randrange(2**31))
+    again: list = []
+    with contextlib.closing(_alike(root, entries, device, again)) as answers:
+        for _ in answers:
+            pass
+    return {
+        i
+        for i in range(len(entries))
+        if i not in alike and not _same_outcome(outcomes[i], again[i])
+    }
+
+
+def _same_outcome(a: tuple, b: tuple) -> bool:
+    """Whether two replays' ``(answer, error)`` are one answer."""
+    return errors_alike(a[1], b[1]) and bool(a[1] or agrees(a[0], b[0], {}))
 
 
 def confirmed(named: str, parts) -> bool:
@@ -558,14 +597,22 @@ def confirmed(named: str, parts) -> bool:
 
 
 def _matching(
-    candidates, stage, entries, device, alike, base=(), refuted: set[str] | None = None
+    candidates,
+    stage,
+    entries,
+    device,
+    alike,
+    base=(),
+    refuted: set[str] | None = None,
+    given: frozenset[int] = frozenset(),
 ) -> frozenset[str]:
     """The descriptions of the ``candidates`` that answer ``entries`` alike: exactly, else
     otherwise only where ``alike``, else up to the state the mistake left (``_after_first``);
     those of the best of these that any does. ``refuted`` gets the descriptions whose every
     candidate answered otherwise: where their edits act, the student's code does not make
-    that mistake (``runner._unrefuted`` takes the name out of the part's other failures)."""
-    tolerated = _tolerated(entries, alike)
+    that mistake (``runner._unrefuted`` takes the name out of the part's other failures).
+    The ``given`` requests' answers hang on the random numbers: no answer there counts."""
+    tolerated = _tolerated(entries, alike) | given
     exact, partly, first = set(), set(), set()
     # description -> whether every mutant of it answered otherwise
     tried: dict[str, bool] = {}
@@ -576,6 +623,8 @@ def _matching(
         with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
             differs = replay(stage.mutant(mutant, base), entries, device, tolerated)
             otherwise = differs is None
+            if differs is not None:
+                differs = [i for i in differs if i not in given]
             if differs == []:
                 exact.add(mutant.description)
             elif differs is not None and set(differs) <= alike:
@@ -756,12 +805,8 @@ def _contradicted(named: str, entries: list[Entry], parts, device) -> bool:
         return False
     stage = _stage()
     with _grading_state_kept():
-        alike, reached = _reference_replay(stage, entries, device)
-        if reached is None:
-            return False
-        torch.manual_seed(random.randrange(2**31))
-        random.seed(random.randrange(2**31))
-        if _reference_replay(stage, entries, device)[0] != alike:
+        alike, reached, given = _reference_replay(stage, entries, device)
+        if reached is None or given:
             return False  # its answers hang on the global random numbers
         tolerated = _tolerated(entries, alike)
         for mutant in mutants:
@@ -825,7 +870,7 @@ def _on_top_of_earlier(journal: Journal, blocked: set[int], part: int, device):
             if replayed is None or replayed[1] is None:
                 # The earlier mistakes alone answer so: the failure comes from there.
                 return None, ()
-            alike, reached = replayed
+            alike, reached, given = replayed
             otherwise = [entries[i] for i in range(len(entries)) if i not in alike]
             candidates = [
                 m
@@ -834,7 +879,9 @@ def _on_top_of_earlier(journal: Journal, blocked: set[int], part: int, device):
                 and _may_differ(m, stage, reached)
                 and _shown_by(m, stage, otherwise)
             ]
-            found |= _matching(candidates, stage, entries, device, alike, base)
+            found |= _matching(
+                candidates, stage, entries, device, alike, base, given=given
+            )
     if len(found) != 1:
         return None, ()
     on_top = tuple((k, _phrases(d)) for k, d in earlier.items())
@@ -842,7 +889,7 @@ def _on_top_of_earlier(journal: Journal, blocked: set[int], part: int, device):
 
 
 def _replay_alike(stage: _Stage, base, entries, device):
-    """``(alike, reached)`` of the reference with the mutants ``base``, as
+    """``(alike, reached, given)`` of the reference with the mutants ``base``, as
     ``_reference_replay`` gives them; None where it breaks."""
     with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
         root = stage.mutant(base[-1], base[:-1])

@@ -98,6 +98,20 @@ CATALOGUE: tuple[Mutant, ...] = (
         "mask applied after the softmax",
     ),
     single(
+        "mask-after-softmax-as-a-factor",
+        "attention.py",
+        MASKING,
+        """        keep = ~mask if mask.dtype == torch.bool else torch.exp(mask)
+        if (keep == 0).expand(scores.shape).all(dim=-1).any():
+            raise ValueError("mask prohibits every key for at least one query row")
+    weights = softmax(scores, dim=-1)  # (..., Tq, Tk)
+    if mask is not None:
+        weights = weights * keep
+""",
+        1,
+        "mask applied after the softmax",
+    ),
+    single(
         "float-mask-applied-after-softmax",
         "attention.py",
         MASKING,
@@ -237,6 +251,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         "heads.py",
         "self.d_head = d_model // n_heads",
         "self.d_head = d_model / n_heads",
+        3,
+        "gives a float",
+    ),
+    single(
+        "split-heads-true-division",
+        "heads.py",
+        "x = x.reshape(batch, t, n_heads, d_model // n_heads)",
+        "x = x.reshape(batch, t, n_heads, d_model / n_heads)",
         3,
         "gives a float",
     ),
@@ -581,6 +603,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         """        self.length += t
         return self.k[:, :, : self.length], self.v[:, :, : self.length]""",
         """        return self.k[:, :, : self.length + t], self.v[:, :, : self.length + t]""",
+        6,
+        "append does not advance length",
+    ),
+    single(
+        "cache-length-increment-left-out",
+        "gqa.py",
+        "        self.length += t\n",
+        "",
         6,
         "append does not advance length",
     ),
