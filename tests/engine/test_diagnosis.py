@@ -22,7 +22,7 @@ from autograder.batches import zoo
 from autograder.batches.zoo import rates, reach
 from autograder.batches.zoo.restyled import ALICE, RESTYLED
 from autograder.facts.points import PACKAGE, PARTS
-from autograder.facts.protocol import ErrorInfo, HandleRef, StudentError
+from autograder.facts.protocol import ErrorInfo, Handle, HandleRef, StudentError
 from autograder.grading import diagnosis
 from autograder.sandbox.executor import InProcessSubmission
 from autograder.sources import runner
@@ -830,3 +830,92 @@ def test_a_name_another_failure_of_the_part_refutes_is_taken_out():
     assert kept[2].diagnosis == stuck  # another part's failure is not refuted here
     unrefuted = runner._unrefuted([named, refuting], {refuting.nodeid})
     assert unrefuted[0].diagnosis == stuck
+
+
+def test_a_request_run_any_way_asks_what_the_plain_run_asks():
+    """A module called on non-contiguous copies, for its gradients or on the second device
+    asks what the plain call asks (a mistake made only with a cache may differ from its
+    mutant on the cacheless, non-contiguous call); another object's method, an attribute or
+    a construction asks something else."""
+    attention, cache = _handle(1, "GroupedQueryAttention"), _handle(2, "KVCache")
+    entries = [
+        _entry("method", "__call__", attention),
+        _entry("checked", "__call__", attention),
+        dataclasses.replace(
+            _entry("elsewhere", "__call__", attention), args=("method", True)
+        ),
+        _entry("gradients", "__call__", attention),
+        _entry("method", "__call__", cache),
+        _entry("getattr", "__call__", attention),
+        _entry("build", "gqa.KVCache"),
+        _entry("new", "gqa.KVCache"),
+    ]
+    asks = [diagnosis._question(e) for e in entries]
+    assert asks[0] == asks[1] == asks[2] == asks[3]
+    assert len({asks[0], asks[4], asks[5], asks[6]}) == 4
+    assert asks[6] == asks[7]
+    tolerated = diagnosis._tolerated(entries, {1, 2, 3, 4, 5, 6, 7})
+    assert {1, 2, 3} <= tolerated and not {4, 5, 6} & tolerated
+
+
+def _handle(id_: int, type_name: str) -> Handle:
+    return Handle(None, HandleRef(id_, type_name))
+
+
+def test_answers_that_hang_on_the_random_numbers_neither_show_nor_rule_out_a_mistake(
+    tmp_path,
+):
+    """A module's initial weights read back (its ``state_dict``) differ with the random
+    numbers: a replay answers them otherwise whatever code it runs. They are taken as given,
+    so the true division in split_heads is named from the error the call raises after."""
+    folder = _reference_with(
+        tmp_path,
+        "heads.py",
+        "x.reshape(batch, t, n_heads, d_model // n_heads)",
+        "x.reshape(batch, t, n_heads, d_model / n_heads)",
+    )
+
+    def weights_then_call(hw):
+        torch.manual_seed(1234)
+        made = hw.new("heads.MultiHeadAttention", 8, 2)
+        state = made.state_dict()
+        copy = hw.build("heads.MultiHeadAttention", 8, 2, state=state)
+        with contextlib.suppress(StudentError):
+            copy(torch.randn(2, 3, 8, dtype=torch.float64).float())
+
+    entries = journal_of(folder, weights_then_call)
+    with diagnosis._grading_state_kept():
+        torch.manual_seed(99)  # the replay's random numbers are not the test's
+        _, reached, given = diagnosis._reference_replay(
+            diagnosis._stage(), entries, "cpu"
+        )
+    assert given == {1}  # the state_dict
+    assert reached is not None and ("heads.py", _first_line("split_heads")) in reached
+    torch.manual_seed(99)
+    found = diagnosis.diagnose(entries, 3, "cpu")
+    assert found == MUTANTS["split-heads-true-division"].description
+
+
+def _first_line(function: str) -> int:
+    source = (SOLUTIONS / "heads.py").read_text().splitlines()
+    return next(
+        i for i, line in enumerate(source, 1) if line.startswith(f"def {function}(")
+    )
+
+
+def test_a_library_error_means_its_message_class_whatever_function_it_quotes():
+    """``view`` and ``reshape`` refuse a float size in words of their own around one message:
+    one answer; another message is another."""
+    call = ("transformer_hw/heads.py", "split_heads", "x = x.view(b, t, h, d / h)")
+    unpack = (
+        "{}(): argument '{}' failed to unpack the object at pos 4 with error \"type must "
+        'be tuple of ints,but got float"'
+    )
+    meaning = diagnosis.error_meaning
+    viewed = meaning(_raised_info("TypeError", unpack.format("view", "size"), [call]))
+    reshaped = meaning(
+        _raised_info("TypeError", unpack.format("reshape", "shape"), [call])
+    )
+    assert viewed == reshaped
+    other = "view(): argument 'size' (position 1) must be tuple of ints, not Tensor"
+    assert viewed != meaning(_raised_info("TypeError", other, [call]))
