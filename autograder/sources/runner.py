@@ -377,13 +377,14 @@ def _sorted(results: dict[str, TestResult]) -> list[TestResult]:
         _unnamed(t) if t.nodeid in elsewhere and not t.on_top else t
         for t in results.values()
     ]
+    kept = _among_decided(kept, set(elsewhere))
     kept = [
         _unnamed(t)
         if t.nodeid in elsewhere and not _on_top_holds(t, elsewhere[t.nodeid], kept)
         else t
         for t in kept
     ]
-    decided = _unrefuted(_among_decided(kept, set(elsewhere)), set(elsewhere))
+    decided = _unrefuted(kept, set(elsewhere))
     return sorted(decided, key=lambda t: (t.part, t.nodeid))
 
 

@@ -673,6 +673,29 @@ def test_a_name_on_top_of_an_earlier_part_holds_only_while_its_every_failure_nam
     results["d"] = result("d", 1, "hidden weights wrong")
     by_name = {t.name: t for t in runner._sorted(results)}
     assert diagnosis.LIKELY not in by_name["b"].message
+    # One that named none of two that fit, decided by the part's other failures: it holds.
+    among = ((scale.description, (scale.diagnosis,)), ("other", ("other",)))
+    results["d"] = dataclasses.replace(
+        result("d", 1, f"hidden weights wrong\n{runner.NO_MATCH}"), among=among
+    )
+    by_name = {t.name: t for t in runner._sorted(results)}
+    assert scale.description in by_name["d"].message
+    assert by_name["b"].message == named
+
+
+def test_an_earlier_part_is_named_by_its_failures_that_name_a_mistake():
+    """While the suite runs, a part's failures name its mistake where those that name one
+    name it alone: one that named none yet may be decided at the end, where every failure
+    is checked (``runner._on_top_holds``)."""
+    journal = diagnosis.Journal()
+    for named in ("scale", None, "scale"):
+        journal.failed(1)
+        journal.named[1].append(named)
+    assert journal.only_name(1) == "scale"
+    journal.failed(1)
+    journal.named[1].append("mask")
+    assert journal.only_name(1) is None
+    assert journal.only_name(2) is None
 
 
 def test_a_failure_two_mistakes_explain_is_decided_by_the_parts_other_failures(
