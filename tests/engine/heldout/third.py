@@ -664,21 +664,27 @@ PARTIAL = (
         "partial",
     ),
     Case(
-        "p_cache_ignored_when_sampling",
+        "r_cache_ignored_recompute",
         R,
         LM,
         (
             (
-                "    device = next(model.parameters()).device\n    ids = prompt.to(",
                 (
-                    "    use_cache = use_cache and greedy  # sampling re-runs the whole sequence\n"
-                    "    device = next(model.parameters()).device\n    ids = prompt.to("
+                    "            caches = model.make_caches() if use_cache else None\n"
+                    "            feed = ids\n"
+                    "            for _ in range(max_new_tokens):\n"
+                    "                logits = model(feed[None], caches)[0, -1]  # (V,)\n"
+                ),
+                (
+                    "            for _ in range(max_new_tokens):\n"
+                    "                logits = model(ids[None])[0, -1]  # (V,): the whole sequence\n"
                 ),
             ),
+            ("                feed = new if use_cache else ids\n", ""),
         ),
         7,
         CACHE_IGNORED,
-        "partial",
+        "rewritten",
         select="test_part7_model_generation",
     ),
     Case(
@@ -887,7 +893,7 @@ REWRITTEN = (
         "rewritten",
     ),
     Case(
-        "r_split_no_transpose_unflatten",
+        "r_split_no_transpose_view",
         R,
         HEADS,
         (
@@ -1625,6 +1631,23 @@ MOVED = (
         ZERO_GRAD_ONCE,
         "moved",
         select="test_part7_loss_training",
+    ),
+    Case(
+        "m_in_place_rms_normalize",
+        A,
+        NORM,
+        (
+            (
+                "        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps)",
+                (
+                    "        x *= torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps)\n"
+                    "        return x"
+                ),
+            ),
+        ),
+        5,
+        IN_PLACE,
+        "moved",
     ),
 )
 
