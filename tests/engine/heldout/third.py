@@ -16,6 +16,7 @@ from tests.engine.heldout.mistakes import (
     BASE_IGNORED,
     BATCH_MEANS,
     BLOCK_NONE_CAUSAL,
+    BUILDS_GRAPH,
     BYTES,
     CACHE_DEFAULT_DTYPE,
     CACHE_H_Q,
@@ -34,12 +35,14 @@ from tests.engine.heldout.mistakes import (
     HEADS_NONE_CAUSAL,
     ID_ZERO,
     IN_PLACE,
+    INIT_DEFAULT,
     INVERTED,
     KV_NOT_CROSS,
     LEFT_PAD,
     LENGTH_TENSOR,
     LOG_SOFTMAX,
     LOSS_AFTER,
+    LR,
     MADE_ON_CPU,
     MASK_ON_CPU,
     MERGE_NO_T,
@@ -64,6 +67,7 @@ from tests.engine.heldout.mistakes import (
     POST_ORDER,
     PROMPT_BY_TOKEN,
     PROMPT_CAST,
+    PROMPT_NOT_MOVED,
     QUERY_AXIS,
     RAW_MOMENTS,
     REFEEDS,
@@ -89,6 +93,7 @@ from tests.engine.heldout.mistakes import (
     VIEW,
     VOCAB_CASE,
     ZERO_GRAD_ONCE,
+    ZERO_REFUSED,
     Case,
 )
 
@@ -97,6 +102,7 @@ ATT, MASKS, HEADS, ROPE = "attention.py", "masks.py", "heads.py", "rope.py"
 NORM, BLOCK, GQA, LM = "norm.py", "block.py", "gqa.py", "charlm.py"
 
 # Descriptions without a constant in mistakes.py, copied from the wording list.
+NOT_SHIFTED = "targets not shifted: targets are s[1:], inputs s[:-1]"
 ONE_STEP = "one optimizer step per epoch on the gradients of all its batches, not one step per batch"
 POSITIONS_RESTART = (
     "positions restart at 0 in each chunk instead of continuing from the cache"
@@ -630,21 +636,6 @@ PARTIAL = (
         select="test_part7_loss_training",
     ),
     Case(
-        "r_decode_skips_nonpositive",
-        A,
-        LM,
-        (
-            (
-                "            if code == PAD_ID:\n                continue\n",
-                "            if code <= PAD_ID:  # padding and ignored positions\n                continue\n",
-            ),
-        ),
-        7,
-        DECODE_IGNORE,
-        "rewritten",
-        select="test_part7_data",
-    ),
-    Case(
         "p_made_on_cpu_cached_mask",
         R,
         GQA,
@@ -662,30 +653,6 @@ PARTIAL = (
         6,
         MADE_ON_CPU,
         "partial",
-    ),
-    Case(
-        "r_cache_ignored_recompute",
-        R,
-        LM,
-        (
-            (
-                (
-                    "            caches = model.make_caches() if use_cache else None\n"
-                    "            feed = ids\n"
-                    "            for _ in range(max_new_tokens):\n"
-                    "                logits = model(feed[None], caches)[0, -1]  # (V,)\n"
-                ),
-                (
-                    "            for _ in range(max_new_tokens):\n"
-                    "                logits = model(ids[None])[0, -1]  # (V,): the whole sequence\n"
-                ),
-            ),
-            ("                feed = new if use_cache else ids\n", ""),
-        ),
-        7,
-        CACHE_IGNORED,
-        "rewritten",
-        select="test_part7_model_generation",
     ),
     Case(
         "p_prompt_by_token_with_cache",
@@ -743,6 +710,25 @@ PARTIAL = (
         ),
         7,
         EVAL_NOT_MOVED,
+        "partial",
+        select="test_part7_loss_training",
+    ),
+    Case(
+        "p_builds_graph_when_training",
+        R,
+        LM,
+        (
+            (
+                "    try:\n        with torch.no_grad():\n            for inputs, targets in batches:\n",
+                (
+                    "    try:\n"
+                    "        with torch.set_grad_enabled(was_training):\n"
+                    "            for inputs, targets in batches:\n"
+                ),
+            ),
+        ),
+        7,
+        BUILDS_GRAPH,
         "partial",
         select="test_part7_loss_training",
     ),
@@ -1323,6 +1309,96 @@ REWRITTEN = (
         ),
         7,
         REFEEDS,
+        "rewritten",
+        select="test_part7_model_generation",
+    ),
+    Case(
+        "r_decode_skips_nonpositive",
+        A,
+        LM,
+        (
+            (
+                "            if code == PAD_ID:\n                continue\n",
+                "            if code <= PAD_ID:  # padding and ignored positions\n                continue\n",
+            ),
+        ),
+        7,
+        DECODE_IGNORE,
+        "rewritten",
+        select="test_part7_data",
+    ),
+    Case(
+        "r_cache_ignored_recompute",
+        R,
+        LM,
+        (
+            (
+                (
+                    "            caches = model.make_caches() if use_cache else None\n"
+                    "            feed = ids\n"
+                    "            for _ in range(max_new_tokens):\n"
+                    "                logits = model(feed[None], caches)[0, -1]  # (V,)\n"
+                ),
+                (
+                    "            for _ in range(max_new_tokens):\n"
+                    "                logits = model(ids[None])[0, -1]  # (V,): the whole sequence\n"
+                ),
+            ),
+            ("                feed = new if use_cache else ids\n", ""),
+        ),
+        7,
+        CACHE_IGNORED,
+        "rewritten",
+        select="test_part7_model_generation",
+    ),
+    Case(
+        "r_targets_not_shifted_alice",
+        A,
+        LM,
+        (
+            (
+                "        targets[row, :span] = s[1:]\n",
+                "        targets[row, :span] = s[:span]\n",
+            ),
+        ),
+        7,
+        NOT_SHIFTED,
+        "rewritten",
+        select="test_part7_data",
+    ),
+    Case(
+        "r_zero_new_tokens_refused",
+        R,
+        LM,
+        (
+            (
+                (
+                    "    if max_new_tokens < 0:\n"
+                    '        raise ValueError(f"max_new_tokens={max_new_tokens} must not be negative")\n'
+                ),
+                (
+                    "    if max_new_tokens < 1:\n"
+                    '        raise ValueError(f"max_new_tokens={max_new_tokens} must be positive")\n'
+                ),
+            ),
+        ),
+        7,
+        ZERO_REFUSED,
+        "rewritten",
+        select="test_part7_model_generation",
+    ),
+    Case(
+        "r_prompt_kept_on_its_device",
+        R,
+        LM,
+        (
+            (
+                "    ids = prompt.to(device=device, dtype=torch.long)\n",
+                "    ids = prompt.long()\n",
+            ),
+        ),
+        7,
+        PROMPT_NOT_MOVED,
         "rewritten",
         select="test_part7_model_generation",
     ),
@@ -2004,6 +2080,48 @@ REFACTOR = (
         ),
         7,
         NO_EVAL,
+        "refactor",
+        select="test_part7_loss_training",
+    ),
+    Case(
+        "f_charlm_size_constants",
+        A,
+        LM,
+        (
+            (
+                "PAD_ID = 0\nIGNORE_INDEX = -100\n",
+                "PAD_ID = 0\nIGNORE_INDEX = -100\nD_MODEL, N_HEADS, D_FF = 64, 2, 4 * 64\n",
+            ),
+            (
+                "    def __init__(self, vocab_size, d_model=64, n_heads=2, n_layers=2, d_ff=64, max_len=128):",
+                (
+                    "    def __init__(self, vocab_size, d_model=D_MODEL, n_heads=N_HEADS, n_layers=2, d_ff=D_FF,\n"
+                    "                 max_len=128):"
+                ),
+            ),
+        ),
+        7,
+        INIT_DEFAULT,
+        "refactor",
+        select="test_part7_model_generation",
+    ),
+    Case(
+        "f_train_learning_rate_constant",
+        R,
+        LM,
+        (
+            ("PAD_ID = 0\n", "PAD_ID = 0\nLEARNING_RATE = 3e-4\n"),
+            (
+                "def train(model: CharLM, train_batches, dev_batches, epochs: int = 1, lr: float = 1e-3):",
+                (
+                    "def train(\n"
+                    "    model: CharLM, train_batches, dev_batches, epochs: int = 1, lr: float = LEARNING_RATE\n"
+                    "):"
+                ),
+            ),
+        ),
+        7,
+        LR,
         "refactor",
         select="test_part7_loss_training",
     ),
