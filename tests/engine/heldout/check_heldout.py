@@ -4,7 +4,7 @@ each correct case passes the whole graded suite.
 Run from the repository root (one case after another, never in parallel):
 
     .venv/bin/python -m tests.engine.heldout.check_heldout [NAME ...] [--wording FILE]
-        [--set {heldout,fresh}] [--blind]
+        [--set {heldout,fresh,third}] [--blind]
 
 ``--set fresh`` checks the second set (``fresh.py``); ``--blind`` prints pass and fail only, never
 the suite's "Likely mistake" lines (the fresh set is a measure: no one tunes on its diagnoses).
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tests.engine.heldout.fresh import FRESH
 from tests.engine.heldout.mistakes import BASES, HELDOUT, KINDS, Case
+from tests.engine.heldout.third import THIRD
 
 ROOT = Path(__file__).resolve().parents[3]
 GRADED = ROOT / "tests" / "graded"
@@ -40,7 +41,7 @@ PART_FILES = {
 }
 FAILED = re.compile(r"^FAILED (\S+?)(?: - |$)")
 LIKELY = re.compile(r"Likely mistake: (.+)")
-SETS = {"heldout": HELDOUT, "fresh": FRESH}
+SETS = {"heldout": HELDOUT, "fresh": FRESH, "third": THIRD}
 
 
 def apply_edit(path: Path, old: str, new: str) -> None:

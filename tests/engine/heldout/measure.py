@@ -4,7 +4,7 @@ mistakes' descriptions alone, never from the zoo's code: the rates the engine is
 Run from the repository root (in-process: the cases are the reference's or alice's code with
 a few edits, trusted code):
 
-    .venv/bin/python -m tests.engine.heldout.measure [--jobs N] [--set {heldout,fresh}] [NAME ...]
+    .venv/bin/python -m tests.engine.heldout.measure [--jobs N] [--set {heldout,fresh,third}] [NAME ...]
 
 ``--set fresh`` measures the second set (``fresh.py``), written later from the descriptions alone.
 
