@@ -616,6 +616,10 @@ def _matching(
     that mistake (``runner._unrefuted`` takes the name out of the part's other failures).
     The ``given`` requests' answers hang on the random numbers: no answer there counts."""
     tolerated = _tolerated(entries, alike) | given
+    # Where the mutant answers otherwise a request the student's code answers right, an
+    # error alike is too coarse to show the mistake (two checks of one function, a full cache
+    # and a shape, raise alike): a value answered otherwise by the reference must show it.
+    values = any(e.error is None for i, e in enumerate(entries) if i not in alike)
     exact, partly, first = set(), set(), set()
     # description -> whether every mutant of it answered otherwise
     tried: dict[str, bool] = {}
@@ -631,7 +635,8 @@ def _matching(
             if differs == []:
                 exact.add(mutant.description)
             elif differs is not None and set(differs) <= alike:
-                partly.add(mutant.description)
+                if values:
+                    partly.add(mutant.description)
             elif differs is not None:
                 first.add(mutant.description)
         tried[mutant.description] = tried.get(mutant.description, True) and otherwise

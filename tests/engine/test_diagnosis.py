@@ -942,3 +942,43 @@ def test_a_library_error_means_its_message_class_whatever_function_it_quotes():
     assert viewed == reshaped
     other = "view(): argument 'size' (position 1) must be tuple of ints, not Tensor"
     assert viewed != meaning(_raised_info("TypeError", other, [call]))
+
+
+F64 = torch.float64
+
+
+def test_an_error_alike_shows_no_mistake_made_in_fewer_places(tmp_path):
+    """A reset that zeroes the storage and keeps the length: the next chunk overflows, a
+    ValueError raised in ``append``. A mutant storing the query heads raises one there too
+    (its shape check), but answers the earlier chunks otherwise where the student's code is
+    right: an error alike in one function is too coarse to stand for that mistake made in
+    fewer places, so nothing is named."""
+    folder = _reference_with(
+        tmp_path,
+        "gqa.py",
+        "        ### BEGIN SOLUTION\n        self.length = 0\n        ### END SOLUTION\n\n\n"
+        "class GroupedQueryAttention",
+        "        ### BEGIN SOLUTION\n        self.k.zero_()\n        self.v.zero_()\n"
+        "        ### END SOLUTION\n\n\nclass GroupedQueryAttention",
+    )
+
+    def chunks_reset_chunk(hw):
+        torch.manual_seed(0)
+        shapes = {"q_proj": (24, 24), "k_proj": (12, 24), "v_proj": (12, 24)}
+        state = {
+            f"{name}.weight": torch.randn(*shape, dtype=F64) / 5
+            for name, shape in {**shapes, "out_proj": (24, 24)}.items()
+        }
+        layer = hw.build(
+            "gqa.GroupedQueryAttention", 24, 4, 2, to={"dtype": F64}, state=state
+        )
+        cache = hw.new("gqa.KVCache", 2, 2, 5, 6, dtype=F64)
+        for t in (2, 1, 2):
+            layer(torch.randn(2, t, 24, dtype=F64), cache)
+        cache.call("reset")
+        with contextlib.suppress(StudentError):
+            layer(torch.randn(2, 3, 24, dtype=F64), cache)
+
+    entries = journal_of(folder, chunks_reset_chunk)
+    assert entries[-1].error is not None and entries[-1].error[0] == "ValueError"
+    assert diagnosis.diagnose(entries, 6, "cpu") is None
