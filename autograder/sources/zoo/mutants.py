@@ -272,6 +272,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         "split_heads reshapes straight",
     ),
     single(
+        "queries-reshaped-without-the-transpose",
+        "heads.py",
+        "        q = split_heads(self.q_proj(x), self.n_heads)  # (B, h, Tq, d_h)\n",
+        "        q = self.q_proj(x).reshape(x.shape[0], self.n_heads, x.shape[1], -1)\n",
+        3,
+        "split_heads reshapes straight",
+    ),
+    single(
         "merge-heads-no-transpose",
         "heads.py",
         "return x.transpose(1, 2).reshape(batch, t, n_heads * d_head)",
@@ -457,6 +465,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         return h + self.ffn(self.ln2(h))""",
         """        h = self.ln1(x + self.attn(x, mask=mask, cache=cache))
         return self.ln2(h + self.ffn(h))""",
+        5,
+        "post-norm order",
+    ),
+    single(
+        "attention-sublayer-in-post-norm-order",
+        "block.py",
+        "        h = x + self.attn(self.ln1(x), mask=mask, cache=cache)\n",
+        "        h = self.ln1(x + self.attn(x, mask=mask, cache=cache))\n",
         5,
         "post-norm order",
     ),
@@ -670,6 +686,14 @@ CATALOGUE: tuple[Mutant, ...] = (
         """        self.max_len = max_len
         dtype = torch.get_default_dtype() if dtype == torch.float32 else dtype
         self.k = torch.zeros(""",
+        6,
+        "follows torch.get_default_dtype()",
+    ),
+    single(
+        "kv-values-in-the-default-dtype",
+        "gqa.py",
+        "        self.v = torch.zeros_like(self.k)\n",
+        "        self.v = torch.zeros(self.k.shape, device=self.k.device)\n",
         6,
         "follows torch.get_default_dtype()",
     ),
