@@ -6,8 +6,9 @@ Run from the repository root (one case after another, never in parallel):
     .venv/bin/python -m tests.engine.heldout.check_heldout [NAME ...] [--wording FILE]
         [--set {heldout,fresh,third}] [--blind]
 
-``--set fresh`` checks the second set (``fresh.py``); ``--blind`` prints pass and fail only, never
-the suite's "Likely mistake" lines (the fresh set is a measure: no one tunes on its diagnoses).
+``--set fresh`` checks the second set (``fresh.py``), ``--set third`` the third (``third.py``);
+``--blind`` prints pass and fail only, never the suite's "Likely mistake" lines (a set is a
+measure: no one tunes on its diagnoses).
 Each case's base package is copied to a temporary folder, its edits applied (each old text must
 occur exactly once), and the graded tests of its parts run there with ``--submission``.
 """

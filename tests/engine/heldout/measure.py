@@ -6,7 +6,8 @@ a few edits, trusted code):
 
     .venv/bin/python -m tests.engine.heldout.measure [--jobs N] [--set {heldout,fresh,third}] [NAME ...]
 
-``--set fresh`` measures the second set (``fresh.py``), written later from the descriptions alone.
+``--set fresh`` measures the second set (``fresh.py``), written later from the descriptions alone;
+``--set third`` the third (``third.py``), written later still by another hand.
 
 Each case is graded on the tests of the parts that can run its edited files (part 7 narrowed
 to the case's ``select``, as ``check_heldout`` runs it), with diagnosis on, and its feedback's
