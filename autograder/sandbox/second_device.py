@@ -18,6 +18,7 @@ Only the executor uses this, next to the student code; what leaves it is plain d
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -168,17 +169,12 @@ def _on_cpu_instead(value):
     return value
 
 
-_COMPOSITE: dict = {}  # operation -> whether torch defines it by other operations
-
-
+@functools.cache
 def _composite(func) -> bool:
     """Whether torch defines ``func`` by other operations (and so breaks it up under autograd)."""
-    found = _COMPOSITE.get(func)
-    if found is None:
-        found = _COMPOSITE[func] = torch._C._dispatch_has_kernel_for_dispatch_key(
-            func.name(), "CompositeImplicitAutograd"
-        )
-    return found
+    return torch._C._dispatch_has_kernel_for_dispatch_key(
+        func.name(), "CompositeImplicitAutograd"
+    )
 
 
 def _leaves(args, kwargs) -> list:
@@ -198,14 +194,6 @@ def _leaves(args, kwargs) -> list:
     for value in kwargs.values():
         add(value)
     return found
-
-
-def _mapped(fn, value):
-    """``value`` with ``fn`` applied to each value inside its lists and tuples."""
-    kind = type(value)
-    if kind is tuple or kind is list:
-        return kind([_mapped(fn, item) for item in value])
-    return fn(value)
 
 
 def _destination(func, args, kwargs) -> torch.device | None:
@@ -260,9 +248,7 @@ def _run(func, args, kwargs):
             return value.held
         return _on_cpu_instead(value)
 
-    out = func(
-        *_mapped(held, args), **{key: _mapped(held, v) for key, v in kwargs.items()}
-    )
+    out = func(*map_plain(args, held), **map_plain(kwargs, held))
     if leaving or func is torch.ops.aten._local_scalar_dense.default:
         return out
 
@@ -274,7 +260,7 @@ def _run(func, args, kwargs):
             return Elsewhere(value) if wrapper is None else wrapper
         return value
 
-    return _mapped(placed, out)
+    return map_plain(out, placed)
 
 
 def moved(value):
