@@ -161,6 +161,16 @@ def test_repeat_kv_interleaves(hw):
 
 
 # KVCache ------------------------------------------------------------------------------------
+def int_length(cache, when: str) -> int:
+    """The cache's ``length``, a Python int ``when`` read (SPEC.md: an int, not a tensor)."""
+    length = cache.attr("length")
+    assert type(length) is int, (
+        f"KVCache.length should be a Python int {when}, got {type(length).__name__}\n"
+        f"{LIKELY} length kept as a tensor: keep an int (add k_new.shape[2] to it)"
+    )
+    return length
+
+
 @pytest.mark.points(1)
 @pytest.mark.public
 def test_kv_cache_append(hw):
@@ -193,11 +203,7 @@ def test_kv_cache_append(hw):
             raise AssertionError(
                 f"KVCache.{name} is on {tensor.device}, not {hw.device}"
             )
-    length = cache.attr("length")
-    assert type(length) is int, (
-        f"KVCache.length should be a Python int, got {type(length).__name__}\n{LIKELY} "
-        "length kept as a tensor: keep an int (add k_new.shape[2] to it)"
-    )
+    length = int_length(cache, "when new")
     assert length == 0, "a new KVCache should have length 0"
 
     ks = [randn(2, 3, t, 4, seed=72 + t, device=hw.device) for t in (2, 3, 1)]
@@ -217,12 +223,7 @@ def test_kv_cache_append(hw):
             if filled == 6
             else "",
         )
-        length = cache.attr("length")
-        assert type(length) is int, (
-            f"KVCache.length should stay a Python int, got {type(length).__name__} after "
-            f"{filled} positions\n{LIKELY} length kept as a tensor: keep an int (add "
-            "k_new.shape[2] to it)"
-        )
+        length = int_length(cache, f"after {filled} positions")
         stuck = f"\n{LIKELY} append does not advance length" if length == before else ""
         assert length == filled, (
             f"KVCache.length is {length} after {filled} positions" + stuck
