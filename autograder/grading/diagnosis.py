@@ -815,7 +815,8 @@ def _contradicted(named: str, entries: list[Entry], parts, device) -> bool:
     with _grading_state_kept():
         alike, reached, given = _reference_replay(stage, entries, device)
         if reached is None or given:
-            return False  # its answers hang on the global random numbers
+            # Nothing answered otherwise, or answers that hang on the random numbers.
+            return False
         tolerated = _tolerated(entries, alike)
         for mutant in mutants:
             with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
