@@ -4,9 +4,10 @@ each correct case passes the whole graded suite.
 Run from the repository root (one case after another, never in parallel):
 
     .venv/bin/python -m tests.engine.heldout.check_heldout [NAME ...] [--wording FILE]
-        [--set {heldout,fresh,third}] [--blind]
+        [--set {heldout,fresh,third,fourth}] [--blind]
 
-``--set fresh`` checks the second set (``fresh.py``), ``--set third`` the third (``third.py``);
+``--set fresh`` checks the second set (``fresh.py``), ``--set third`` the third (``third.py``),
+``--set fourth`` the fourth (``fourth.py``);
 ``--blind`` prints pass and fail only, never the suite's "Likely mistake" lines (a set is a
 measure: no one tunes on its diagnoses).
 Each case's base package is copied to a temporary folder, its edits applied (each old text must
@@ -21,6 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.engine.heldout.fourth import FOURTH
 from tests.engine.heldout.fresh import FRESH
 from tests.engine.heldout.mistakes import BASES, HELDOUT, KINDS, Case
 from tests.engine.heldout.third import THIRD
@@ -42,7 +44,7 @@ PART_FILES = {
 }
 FAILED = re.compile(r"^FAILED (\S+?)(?: - |$)")
 LIKELY = re.compile(r"Likely mistake: (.+)")
-SETS = {"heldout": HELDOUT, "fresh": FRESH, "third": THIRD}
+SETS = {"heldout": HELDOUT, "fresh": FRESH, "third": THIRD, "fourth": FOURTH}
 
 
 def apply_edit(path: Path, old: str, new: str) -> None:
