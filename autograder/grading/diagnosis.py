@@ -37,7 +37,7 @@ import torch
 from autograder.facts.points import PACKAGE, PARTS, builds_on, failed_earlier
 from autograder.facts.protocol import ErrorInfo, Handle, StudentError, map_plain
 from autograder.sandbox.executor import Executor, InProcessSubmission
-from autograder.sources import runner
+from autograder.sources import intake, runner
 from autograder.sources.release import SOLUTIONS
 from autograder.sources.zoo.mutants import CATALOGUE, Mutant, apply
 
@@ -279,6 +279,7 @@ class _Stage:
         atexit.register(shutil.rmtree, self.root, True)
         self.reference = self.root / "reference"
         shutil.copytree(SOLUTIONS, self.reference / PACKAGE)
+        intake.keep_bytecode(self.reference / PACKAGE)
         self._mutants: dict[str, Path] = {}
         self.reach = {m.name: edited_functions(m) for m in CATALOGUE}
         self.raises_in = {
@@ -294,6 +295,7 @@ class _Stage:
             for i, m in enumerate((*base, mutant)):
                 folder = self.root / "+".join(names[: i + 1])
                 source = apply(m, source, folder) / PACKAGE
+                intake.keep_bytecode(source)
             self._mutants[key] = source.parent
         return self._mutants[key]
 

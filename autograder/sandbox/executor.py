@@ -94,8 +94,9 @@ class Executor:
         # A fresh worker has none to forget, and walking all of sys.modules there would copy
         # the pages it shares with the template (milliseconds per worker).
         if PACKAGE in sys.modules:
+            inside = PACKAGE + "."
             for name in [
-                m for m in sys.modules if m == PACKAGE or m.startswith(PACKAGE + ".")
+                m for m in sys.modules if m == PACKAGE or m.startswith(inside)
             ]:
                 del sys.modules[name]
         if not any(isinstance(f, OnlyAssignmentModules) for f in sys.meta_path):

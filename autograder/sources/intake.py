@@ -263,6 +263,15 @@ def _write_bytecode(path: Path, data: bytes, code: CodeType) -> None:
         pyc.write_bytes(compiled)
 
 
+def keep_bytecode(package: Path) -> None:
+    """Compile each module of ``package`` (trusted code: the reference or a mutant) and keep
+    its code beside it, as staging does: code imported again and again compiles once, whether
+    or not Python may write bytecode itself (``PYTHONDONTWRITEBYTECODE``)."""
+    for path in package.glob("*.py"):
+        data = path.read_bytes()
+        _write_bytecode(path, data, compile(data, str(path), "exec", dont_inherit=True))
+
+
 def _mentioned(problems: list[str], filename: str) -> bool:
     return any(p.startswith(filename + " ") for p in problems)
 

@@ -26,6 +26,10 @@ from autograder.facts.points import PACKAGE
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = Path(__file__).resolve().parent / "evasion"
 NAMES = sorted(p.name for p in SCENARIOS.iterdir() if (p / "expected.json").is_file())
+#: Graded in a batch of their own, marked slow: a data loader per softmax call takes minutes
+#: (each call's workers are shut down after the refusal). ``test_tripwire`` shows the same
+#: route (a library's worker process keeps the watch) in seconds.
+SLOW = {"library_workers_in_a_data_loader"}
 #: The parts the edits touch (attention.py, masks.py, rope.py, norm.py); a subset keeps this fast.
 KEYWORD = "part1 or part2 or part4 or part5"
 GRADED_PARTS = (1, 2, 4, 5)
@@ -36,10 +40,10 @@ REFUSED = re.compile(
 )
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def _grade(tmp_path_factory, names) -> Path:
+    """The grades of the scenarios ``names``, graded as one batch."""
     batch = tmp_path_factory.mktemp("batch")
-    for name in NAMES:
+    for name in names:
         target = batch / name / PACKAGE
         shutil.copytree(REPO / "solutions" / PACKAGE, target)
         for edit in (SCENARIOS / name).glob("*.append"):
@@ -51,6 +55,16 @@ def graded(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return _grade(tmp_path_factory, [n for n in NAMES if n not in SLOW])
+
+
+@pytest.fixture(scope="module")
+def graded_slowly(tmp_path_factory):
+    return _grade(tmp_path_factory, sorted(SLOW))
+
+
 def part_scores(results: dict) -> dict[int, tuple[int, int]]:
     """part -> (score, most it could score in the tests run)."""
     parts = {k: (0, 0) for k in GRADED_PARTS}
@@ -60,8 +74,12 @@ def part_scores(results: dict) -> dict[int, tuple[int, int]]:
     return parts
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_exactly_the_right_part_is_gated(graded, name):
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in NAMES],
+)
+def test_exactly_the_right_part_is_gated(request, name):
+    graded = request.getfixturevalue("graded_slowly" if name in SLOW else "graded")
     expected = json.loads((SCENARIOS / name / "expected.json").read_text())
     results = json.loads((graded / name / "results.json").read_text())
     scores = part_scores(results)

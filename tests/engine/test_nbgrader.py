@@ -695,6 +695,35 @@ def test_the_batch_holds_the_students_nbgrader_will_process(tmp_path):
     assert to_come[1][1] == tmp_path / "submitted" / "b" / "hw"
 
 
+def test_a_students_kernel_starts_while_the_grades_are_computed(monkeypatch):
+    """The first student's kernel starts as grading begins, not once the grade is in (its
+    cells still run only after ``GradeModules``); a kernel started already is not doubled,
+    and none starts with starting ahead switched off."""
+    import nbformat
+
+    from autograder.batches.nbgrader import kernels
+    from autograder.batches.nbgrader.preprocessors import ExecuteStudentCells
+
+    class Recording:
+        def __init__(self):
+            self.started, self.calls = False, []
+
+        def start(self, name, arguments, env, config):
+            self.calls.append(name)
+            self.started = True
+
+    spare = Recording()
+    monkeypatch.setattr(kernels, "SPARE", spare)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    ExecuteStudentCells().start_ahead_for(nb)
+    ExecuteStudentCells().start_ahead_for(nb)
+    assert spare.calls == ["python3"]
+    spare.started = False
+    ExecuteStudentCells(start_ahead=False).start_ahead_for(nb)
+    assert spare.calls == ["python3"]
+
+
 def test_a_check_cell_without_our_preprocessor_scores_zero(monkeypatch, tmp_path):
     """Under autograde the kernel's own check cell is an error: a course whose configuration
     lost our preprocessors grades 0, never full marks."""

@@ -56,6 +56,11 @@ class Batch:
                 self._over = True
                 self._changed.notify_all()
 
+    def ready(self, student: str) -> bool:
+        """Whether ``student``'s grade is in and not taken yet."""
+        with self._changed:
+            return student in self._graded
+
     def take(self, student: str) -> grade.Graded:
         """The student's grade, once it is in (each is handed out once)."""
         with self._changed:
@@ -83,6 +88,11 @@ def graded(
         batch = Batch(to_come, settings, jobs)
         _BATCHES.append(batch)
     return batch.take(student)
+
+
+def grade_in(student: str, settings) -> bool:
+    """Whether ``student``'s grade is in already: nobody waits for it."""
+    return any(b.settings == settings and b.ready(student) for b in _BATCHES)
 
 
 def students_waiting() -> bool:

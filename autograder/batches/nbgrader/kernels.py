@@ -6,7 +6,8 @@ student, after the kernel before has ended, so each student waits for it in turn
 ``ExecuteStudentCells`` instead starts the next student's kernel as the current student's cells
 begin, with torch and matplotlib imported as it starts (``PRELOAD``, which leaves no name
 behind), and hands it to the next student: a kernel of that student's own, moved into their
-folder before their first cell runs.
+folder before their first cell runs. The first student's kernel starts the same way as the
+grades begin (``GradeModules``), so it is ready when their grade is in.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ class Spare:
             cwd=tempfile.gettempdir(),  # the student's folder does not exist yet
         )
         self._km, self._how = km, (kernel_name, tuple(arguments), tuple(env.items()))
+
+    @property
+    def started(self) -> bool:
+        """Whether a kernel is started ahead and not taken yet."""
+        return self._km is not None
 
     def take(
         self,

@@ -29,7 +29,7 @@ from nbgrader.converters import Autograde
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from nbgrader.utils import is_grade
-from traitlets import Bool, Float, Integer, Unicode
+from traitlets import Bool, Enum, Float, Integer, Unicode
 
 from autograder.facts import safe_text
 from autograder.facts.points import PARTS
@@ -219,6 +219,8 @@ class GradeModules(NbGraderPreprocessor):
                 # other students' work, the gradebook
                 hidden_paths=(str(Path(coursedir.root).resolve()),),
             )
+            if not batch.grade_in(student, settings):
+                ExecuteStudentCells(parent=self.parent).start_ahead_for(nb)
             graded = batch.graded(student, to_come, settings, self.jobs, self.log)
             resources[GRADES] = part_grades(graded, self.show_hidden_tests)
             self.log.info(
@@ -268,23 +270,41 @@ class ExecuteStudentCells(Execute):
         "processes: more threads than free cores spin, and take many times as long",
     ).tag(config=True)
     start_ahead = Bool(
-        True, help="start the next student's kernel while this one's cells run"
+        True,
+        help="start the next student's kernel while this one's cells run, and the first "
+        "student's while the grades are computed",
     ).tag(config=True)
+    # Every output is in when the kernel is shut down: waiting for it to exit on its own
+    # (nbclient's "graceful") costs each student up to a second for nothing.
+    shutdown_kernel = Enum(["graceful", "immediate"], "immediate").tag(config=True)
 
     def preprocess(self, nb, resources, km=None):
         from autograder.batches.nbgrader import batch, kernels
 
-        name = self.kernel_name or nb.metadata.get("kernelspec", {}).get("name", "")
-        arguments = [*self.extra_arguments]
-        if not any(a.startswith("--HistoryManager.hist_file") for a in arguments):
-            arguments.append(f"--HistoryManager.hist_file={self.ipython_hist_file}")
-        env = self._kernel_env()
+        name, arguments, env = self._kernel_how(nb)
         folder = resources.get("metadata", {}).get("path")
         if km is None and folder:
             km = kernels.SPARE.take(name, arguments, env, folder, self.startup_timeout)
         if self.start_ahead and name and batch.students_waiting():
             kernels.SPARE.start(name, arguments, env, self.config)
         return super().preprocess(nb, resources, km)
+
+    def start_ahead_for(self, nb) -> None:
+        """Start ``nb``'s kernel now, unless one is started already: it starts while the
+        grades are computed, and runs no cell before this student's grade is in."""
+        from autograder.batches.nbgrader import kernels
+
+        name, arguments, env = self._kernel_how(nb)
+        if self.start_ahead and name and not kernels.SPARE.started:
+            kernels.SPARE.start(name, arguments, env, self.config)
+
+    def _kernel_how(self, nb) -> tuple[str, list[str], dict]:
+        """The kernel's name, arguments and environment for ``nb``."""
+        name = self.kernel_name or nb.metadata.get("kernelspec", {}).get("name", "")
+        arguments = [*self.extra_arguments]
+        if not any(a.startswith("--HistoryManager.hist_file") for a in arguments):
+            arguments.append(f"--HistoryManager.hist_file={self.ipython_hist_file}")
+        return name, arguments, self._kernel_env()
 
     def setup_kernel(self, **kwargs):
         # A kernel started ahead is this notebook's alone too: shut down after it.
