@@ -84,13 +84,20 @@ class Journal:
     """The requests of the test under way (``Submission.journal``): only those of its last
     hypothesis example are kept, the one that failed. ``failed_parts``: the parts with a
     failed test so far, in this submission; ``failures``: how many per part; ``named``: per
-    part, the description each failure's diagnosis named (None where it named none)."""
+    part, the description each failure's diagnosis named (None where it named none);
+    ``own``: the parts with a failure that ran no other failed part's code."""
 
     def __init__(self):
         self.entries: list[Entry] = []
         self.failed_parts: set[int] = set()
         self.failures: Counter[int] = Counter()
         self.named: dict[int, list[str | None]] = defaultdict(list)
+        self.own: set[int] = set()
+
+    def from_earlier(self, part: int) -> bool:
+        """Whether every failure of ``part`` so far ran a failed earlier part's code and
+        named no mistake: they show that part's mistake, not one of ``part``'s own."""
+        return part not in self.own and not set(self.named.get(part, [])) - {None}
 
     def failed(self, part: int) -> None:
         """A test of ``part`` failed."""
@@ -469,14 +476,22 @@ def replay(
     """The requests of ``entries`` that the submission at ``root`` answers otherwise than the
     student's code did, where all of them are in ``alike``; None at the first one that is
     not (``replay(...) == []``: every one answered alike)."""
+    differs, _ = _replay_until(root, entries, device, alike)
+    return differs
+
+
+def _replay_until(
+    root: Path, entries: list[Entry], device, alike: frozenset[int]
+) -> tuple[list[int] | None, int | None]:
+    """``replay``'s answer, and the request it stopped at (None where it ran to the end)."""
     differs = []
     with contextlib.closing(_alike(root, entries, device)) as answers:
         for i, same in enumerate(answers):
             if not same:
                 if i not in alike:
-                    return None
+                    return None, i
                 differs.append(i)
-    return differs
+    return differs, None
 
 
 def diagnose(
@@ -614,8 +629,10 @@ def _matching(
     """The descriptions of the ``candidates`` that answer ``entries`` alike: exactly, else
     otherwise only where ``alike``, else up to the state the mistake left (``_after_first``);
     those of the best of these that any does. ``refuted`` gets the descriptions whose every
-    candidate answered otherwise: where their edits act, the student's code does not make
-    that mistake (``runner._unrefuted`` takes the name out of the part's other failures).
+    candidate answered otherwise a request the student's code answered (not one where it
+    stopped at an error of its own: ``_stopped``): where their edits act, the student's code
+    does not make that mistake (``runner._unrefuted`` takes the name out of the part's other
+    failures).
     The ``given`` requests' answers hang on the random numbers: no answer there counts."""
     tolerated = _tolerated(entries, alike) | given
     # Where the mutant answers otherwise a request the student's code answers right, an
@@ -630,8 +647,9 @@ def _matching(
             continue
         otherwise = False
         with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
-            differs = replay(stage.mutant(mutant, base), entries, device, tolerated)
-            otherwise = differs is None
+            root = stage.mutant(mutant, base)
+            differs, stop = _replay_until(root, entries, device, tolerated)
+            otherwise = stop is not None and not _stopped(entries[stop], stop, alike)
             if differs is not None:
                 differs = [i for i in differs if i not in given]
             if differs == []:
@@ -645,6 +663,14 @@ def _matching(
     if refuted is not None:
         refuted.update(d for d, every in tried.items() if every)
     return frozenset(exact or partly or first)
+
+
+def _stopped(entry: Entry, index: int, alike) -> bool:
+    """Whether the student's code stopped at this request with an error of its own (one the
+    reference does not raise): the code after it, where a mistake would act, never ran, so
+    a mutant that answers otherwise there does not show that the code lacks the mistake (a
+    check of its own on the weights, after masking them as the mutant does)."""
+    return entry.error is not None and index not in alike
 
 
 def _tolerated(entries: list[Entry], alike) -> frozenset[int]:
@@ -758,6 +784,8 @@ def amended(
     ``AssertionError``, a ``StudentError`` or pytest's failure. A file the grader could not use
     ran no code: there is nothing to diagnose."""
     blocked = failed_earlier(part, uses, journal.failed_parts)
+    if not blocked:
+        journal.own.add(part)
     if blocked:
         found, on_top = _on_top_of_earlier(journal, blocked, part, device)
         journal.named[part].append(found)
@@ -866,8 +894,11 @@ def _on_top_of_earlier(journal: Journal, blocked: set[int], part: int, device):
     where those mistakes alone do not (the failure does not come from there). ``on_top``:
     ``(part, phrases)`` of each earlier mistake, for the results to check once all have run
     (``runner._sorted``). ``(None, ())`` where there is none."""
-    earlier = {k: journal.only_name(k) for k in sorted(blocked)}
-    if None in earlier.values() or not journal.entries:
+    # A blocked part whose failures all came from earlier ones needs no mistake of its own.
+    earlier = {
+        k: journal.only_name(k) for k in sorted(blocked) if not journal.from_earlier(k)
+    }
+    if not earlier or None in earlier.values() or not journal.entries:
         return None, ()
     entries = journal.entries
     if any(e.error and e.error[0] == PROCESS_ENDED for e in entries):

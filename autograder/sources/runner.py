@@ -380,7 +380,7 @@ def _sorted(results: dict[str, TestResult]) -> list[TestResult]:
     kept = _among_decided(kept, set(elsewhere))
     kept = [
         _unnamed(t)
-        if t.nodeid in elsewhere and not _on_top_holds(t, elsewhere[t.nodeid], kept)
+        if t.nodeid in elsewhere and not _on_top_holds(t, elsewhere, kept)
         else t
         for t in kept
     ]
@@ -433,17 +433,30 @@ def _among_decided(results: list[TestResult], elsewhere: set[str]) -> list[TestR
     return decided
 
 
-def _on_top_holds(result: TestResult, parts: set[int], results) -> bool:
-    """Whether each of ``parts`` is one ``result`` names its mistake on top of, and every
-    failing test of that part names it (a phrase of it)."""
+def _on_top_holds(result: TestResult, elsewhere: dict[str, set[int]], results) -> bool:
+    """Whether ``result`` names its mistake on top of each part its failure may come from
+    (``elsewhere``), where every failing test of that part names it (a phrase of it), but one
+    where the student's code stopped at an error that names no mistake: its code after the
+    error, where the mistake acts, never ran there (a check of its own beside the mistake), so
+    it shows no other. A part it is not named on top of holds where each of its failures
+    names nothing and may come only from those it is named on top of (part 3's attention
+    failing with part 1's): the replay on top of their mistakes answered as the student's
+    code did, that part's code as the reference's."""
     on_top = dict(result.on_top)
-    if not parts <= set(on_top):
+    if not on_top:
         return False
     for t in results:
-        if t.part in parts and not (t.passed or t.skipped):
-            named = t.diagnosis.lower()
-            if not named or not any(p.lower() in named for p in on_top[t.part]):
+        if t.part not in elsewhere[result.nodeid] or t.passed or t.skipped:
+            continue
+        named = t.diagnosis.lower()
+        if t.part not in on_top:
+            came_from = elsewhere.get(t.nodeid)
+            if named or not came_from or not came_from <= set(on_top):
                 return False
+        elif not named and t.error:
+            continue
+        elif not named or not any(p.lower() in named for p in on_top[t.part]):
+            return False
     return True
 
 
