@@ -481,11 +481,16 @@ def replay(
 
 
 def _replay_until(
-    root: Path, entries: list[Entry], device, alike: frozenset[int]
+    root: Path,
+    entries: list[Entry],
+    device,
+    alike: frozenset[int],
+    outcomes: list | None = None,
 ) -> tuple[list[int] | None, int | None]:
-    """``replay``'s answer, and the request it stopped at (None where it ran to the end)."""
+    """``replay``'s answer, and the request it stopped at (None where it ran to the end);
+    ``outcomes`` gets each answer, as ``_alike`` gives them."""
     differs = []
-    with contextlib.closing(_alike(root, entries, device)) as answers:
+    with contextlib.closing(_alike(root, entries, device, outcomes)) as answers:
         for i, same in enumerate(answers):
             if not same:
                 if i not in alike:
@@ -531,7 +536,10 @@ def matching(
         return frozenset()
     stage = _stage()
     with _grading_state_kept():
-        alike, reached, given = _reference_replay(stage, entries, device)
+        reference: list = []
+        alike, reached, given = _reference_replay(
+            stage, entries, device, None, reference
+        )
         if reached is None:
             return frozenset()
         otherwise = [entries[i] for i in range(len(entries)) if i not in alike]
@@ -549,7 +557,14 @@ def matching(
             ]
             own = refuted if parts == {part} else None
             found = _matching(
-                candidates, stage, entries, device, alike, refuted=own, given=given
+                candidates,
+                stage,
+                entries,
+                device,
+                alike,
+                refuted=own,
+                given=given,
+                reference=reference,
             )
             if found:
                 return found
@@ -557,18 +572,23 @@ def matching(
 
 
 def _reference_replay(
-    stage: _Stage, entries: list[Entry], device, root: Path | None = None
+    stage: _Stage,
+    entries: list[Entry],
+    device,
+    root: Path | None = None,
+    outcomes: list | None = None,
 ):
     """``(alike, reached, given)``: the requests the reference (or the submission at ``root``)
     answers as the student's code did, or whose answers hang on the random numbers
     (``given``); and the functions that ran up to the first other one it answers otherwise
     (None when there is none). A mutant whose edits did not run by then answers that one as
-    the reference does, so it cannot be the student's mistake."""
+    the reference does, so it cannot be the student's mistake. ``outcomes`` gets its
+    answers, as ``_alike`` gives them."""
     root = root or stage.reference
     ran: set[tuple[str, int]] = set()
     reached_at: dict[int, set[tuple[str, int]]] = {}
     alike: set[int] = set()
-    outcomes: list = []
+    outcomes = [] if outcomes is None else outcomes
     with (
         ran_functions(root / PACKAGE, ran),
         contextlib.closing(_alike(root, entries, device, outcomes)) as answers,
@@ -625,6 +645,7 @@ def _matching(
     base=(),
     refuted: set[str] | None = None,
     given: frozenset[int] = frozenset(),
+    reference: list | None = None,
 ) -> frozenset[str]:
     """The descriptions of the ``candidates`` that answer ``entries`` alike: exactly, else
     otherwise only where ``alike``, else up to the state the mistake left (``_after_first``);
@@ -648,8 +669,11 @@ def _matching(
         otherwise = False
         with contextlib.suppress(Exception):  # a mutant that breaks matches nothing
             root = stage.mutant(mutant, base)
-            differs, stop = _replay_until(root, entries, device, tolerated)
-            otherwise = stop is not None and not _stopped(entries[stop], stop, alike)
+            mine: list = []
+            differs, stop = _replay_until(root, entries, device, tolerated, mine)
+            otherwise = stop is not None and not _stopped(
+                entries, stop, alike, mine, reference
+            )
             if differs is not None:
                 differs = [i for i in differs if i not in given]
             if differs == []:
@@ -665,12 +689,22 @@ def _matching(
     return frozenset(exact or partly or first)
 
 
-def _stopped(entry: Entry, index: int, alike) -> bool:
-    """Whether the student's code stopped at this request with an error of its own (one the
-    reference does not raise): the code after it, where a mistake would act, never ran, so
-    a mutant that answers otherwise there does not show that the code lacks the mistake (a
-    check of its own on the weights, after masking them as the mutant does)."""
-    return entry.error is not None and index not in alike
+def _stopped(entries: list[Entry], i: int, alike, mine: list, reference) -> bool:
+    """Whether the student's code stopped at request ``i`` with an error of its own (one the
+    reference does not raise) where the mutant's mistake acts (it answers otherwise than the
+    reference, ``mine`` and ``reference`` their answers): the code after the error, where
+    the mistake would act, never ran, so the mutant's other answer there does not show that
+    the code lacks the mistake (a check of its own on the weights, after masking them as the
+    mutant does). Where the mutant answers as the reference, the student's error has a cause
+    the mistake lacks: one error alike elsewhere (a cache's dtype check, a full cache's
+    refusal: both in ``append``) shows nothing then."""
+    return (
+        entries[i].error is not None
+        and i not in alike
+        and reference is not None
+        and i < min(len(mine), len(reference))
+        and not _same_outcome(mine[i], reference[i])
+    )
 
 
 def _tolerated(entries: list[Entry], alike) -> frozenset[int]:

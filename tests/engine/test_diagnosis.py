@@ -982,3 +982,81 @@ def test_an_error_alike_shows_no_mistake_made_in_fewer_places(tmp_path):
     entries = journal_of(folder, chunks_reset_chunk)
     assert entries[-1].error is not None and entries[-1].error[0] == "ValueError"
     assert diagnosis.diagnose(entries, 6, "cpu") is None
+
+
+def test_an_error_the_students_code_stopped_at_refutes_no_mistake(tmp_path):
+    """Weights masked after the softmax (the mistake), and a check of its own on them that
+    raises where every weight of a row is 0 (a prohibited key's huge score takes the whole
+    softmax). There the code stopped before its masking could show: the mutants that mask
+    after the softmax answer otherwise, yet that refutes nothing, and the values name it."""
+    from autograder.sources.zoo.mutants import MASKING
+
+    folder = _reference_with(
+        tmp_path,
+        "attention.py",
+        MASKING,
+        "        keep = ~mask if mask.dtype == torch.bool else mask.exp()\n"
+        "    weights = softmax(scores, dim=-1)  # (..., Tq, Tk)\n"
+        "    if mask is not None:\n"
+        "        weights = weights * keep\n"
+        "        if (weights == 0).all(dim=-1).any():\n"
+        '            raise ValueError("mask prohibits every key for a query row")\n',
+    )
+    after = MUTANTS["mask-after-softmax"].description
+    mask = torch.tensor([[False, True], [False, False]])
+
+    def large(hw):
+        q = torch.ones(2, 1, dtype=F64)
+        k = torch.tensor([[-800.0], [800.0]], dtype=F64)
+        with contextlib.suppress(StudentError):
+            hw.call("attention.scaled_dot_product_attention", q, k, k, mask)
+
+    def plain(hw):
+        torch.manual_seed(0)
+        x = torch.randn(2, 2, dtype=F64)
+        hw.call("attention.scaled_dot_product_attention", x, x, x, mask)
+
+    entries = journal_of(folder, large)
+    assert entries[0].error is not None and entries[0].error[0] == "ValueError"
+    refuted: set[str] = set()
+    assert after not in diagnosis.matching(entries, 1, "cpu", refuted=refuted)
+    assert after not in refuted
+    assert diagnosis.diagnose(journal_of(folder, plain), 1, "cpu") == after
+
+
+def test_a_name_on_top_holds_beside_failures_that_stopped_or_come_from_the_named_part():
+    """Part 5's residual named on top of part 1's missing scale holds beside a part 1 failure
+    that stopped at an error of the student's own and names nothing, and beside part 3's
+    failures that name nothing and may come only from part 1; not beside a part 3 failure
+    that names a mistake of its own, nor a part 1 failure that names nothing without an
+    error."""
+    scale = MUTANTS["no-scale"]
+    on_top = ((1, (scale.diagnosis,)),)
+
+    def result(name, part, message, on_top=(), error=""):
+        return runner.TestResult(
+            f"t::{name}", name, part, 1, False, False, message, error=error,
+            diagnosis=message.partition(f"{diagnosis.LIKELY} ")[2], on_top=on_top,
+        )  # fmt: skip
+
+    named = f"block wrong\n{diagnosis.LIKELY} the residual adds the normalized tensor"
+    results = {
+        "a": result("a", 1, f"weights wrong\n{diagnosis.LIKELY} {scale.description}"),
+        "b": result("b", 5, named, on_top),
+        "stopped": result(
+            "stopped", 1, "Your code raised ValueError", error="ValueError"
+        ),
+        "heads": result("heads", 3, "heads wrong"),
+    }
+    assert {1, 3} <= runner.from_other_parts(results.values())["t::b"]
+    by_name = {t.name: t for t in runner._sorted(results)}
+    assert by_name["b"].message == named
+    merge = f"wrong\n{diagnosis.LIKELY} merge_heads"  # on top of part 1 too
+    results["heads2"] = result("heads2", 3, merge, on_top)
+    assert diagnosis.LIKELY not in runner._sorted(results)[-1].message  # b, part 5
+    del results["heads2"]
+    results["d"] = result("d", 1, "hidden weights wrong")
+    assert (
+        diagnosis.LIKELY
+        not in {t.name: t for t in runner._sorted(results)}["b"].message
+    )
