@@ -836,6 +836,7 @@ def amended(
         journal.named[part].append(None)
         return exc
     earlier = frozenset(builds_on(part))
+    mutual = {i for i in set(PARTS[part].uses) | set(uses) if i in journal.failed_parts}
     named = runner.diagnosis(exc)
     if (
         named
@@ -843,7 +844,7 @@ def amended(
         and not _contradicted(named, journal.entries, {part} | earlier, device)
     ):
         journal.named[part].append(_description_of(named, part))
-        return exc
+        return _marked_on_top(exc, journal, mutual, part, device)
     message = runner.explain(_without_likely(exc, hidden), hidden)
     refuted: set[str] = set()
     found = matching(journal.entries, part, device, earlier, refuted)
@@ -856,7 +857,22 @@ def amended(
         # Which of them the part's other failures name decides, once all have run.
         better.among = tuple(sorted((d, _phrases(d)) for d in found))
     better.refuted = tuple(sorted((d, _phrases(d)) for d in refuted))
-    return better
+    return _marked_on_top(better, journal, mutual, part, device)
+
+
+def _marked_on_top(exc, journal: Journal, mutual: set[int], part: int, device):
+    """``exc``, whose name is marked as holding on top of ``mutual``, failed parts it runs
+    that build on this one too (part 3's cache on part 6's, part 6's heads on part 3's),
+    where the replay on top of their mistakes names the same: whether this failure may come
+    from there is known only at the end (``runner._sorted``), where the mark keeps the name
+    while those parts' failures name their mistakes (``runner._on_top_holds``)."""
+    one = journal.named[part][-1]
+    if not mutual or one is None:
+        return exc
+    found, on_top = _on_top_of_earlier(journal, mutual, part, device)
+    if found == one:
+        exc.on_top = on_top
+    return exc
 
 
 def _contradicted(named: str, entries: list[Entry], parts, device) -> bool:

@@ -1060,3 +1060,25 @@ def test_a_name_on_top_holds_beside_failures_that_stopped_or_come_from_the_named
         diagnosis.LIKELY
         not in {t.name: t for t in runner._sorted(results)}["b"].message
     )
+
+
+def test_a_part_is_named_on_top_of_a_failed_part_that_builds_on_it_too(tmp_path):
+    """Part 6's attention rotates the values too, and part 3's cross-attention takes its keys
+    from x: part 6's tests run part 3's heads, and part 3 builds on part 6 (its cache), so
+    which explains which is known only at the end. The name of part 6's mistake, found on
+    top of part 3's, holds there."""
+    from autograder.grading import grade
+
+    cross, values = MUTANTS["cross-attention-from-x"], MUTANTS["rope-on-values"]
+    folder = tmp_path / "student"
+    apply(values, apply(cross, SOLUTIONS, tmp_path / "cross") / PACKAGE, folder)
+    settings = grade.Settings(
+        hidden_paths=(str(tmp_path),),
+        isolate=False,
+        keyword="test_MultiHeadAttention_cross_attention or test_gqa_matches_oracle",
+    )
+    [(_, graded)] = grade.grade_many([("student", folder)], settings, 1)
+    failed = {t.part: t.message for t in graded.tests if not t.passed}
+    assert set(failed) == {3, 6}
+    assert f"{diagnosis.LIKELY} {cross.description}" in failed[3]
+    assert f"{diagnosis.LIKELY} {values.description}" in failed[6]
