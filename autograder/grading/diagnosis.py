@@ -302,7 +302,7 @@ class _Stage:
             for i, m in enumerate((*base, mutant)):
                 folder = self.root / "+".join(names[: i + 1])
                 source = apply(m, source, folder) / PACKAGE
-                intake.keep_bytecode(source)
+                intake.keep_bytecode(source, like=self.reference / PACKAGE)
             self._mutants[key] = source.parent
         return self._mutants[key]
 

@@ -263,13 +263,22 @@ def _write_bytecode(path: Path, data: bytes, code: CodeType) -> None:
         pyc.write_bytes(compiled)
 
 
-def keep_bytecode(package: Path) -> None:
+def keep_bytecode(package: Path, like: Path | None = None) -> None:
     """Compile each module of ``package`` (trusted code: the reference or a mutant) and keep
     its code beside it, as staging does: code imported again and again compiles once, whether
-    or not Python may write bytecode itself (``PYTHONDONTWRITEBYTECODE``)."""
+    or not Python may write bytecode itself (``PYTHONDONTWRITEBYTECODE``). A module that holds
+    the same text as ``like``'s takes the code kept there (a mutant's unedited files)."""
     for path in package.glob("*.py"):
         data = path.read_bytes()
-        _write_bytecode(path, data, compile(data, str(path), "exec", dont_inherit=True))
+        same = like / path.name if like is not None else None
+        kept = bytecode_file(same) if same is not None else None
+        if kept is not None and kept.is_file() and same.read_bytes() == data:
+            pyc = bytecode_file(path)
+            pyc.parent.mkdir(exist_ok=True)
+            pyc.write_bytes(kept.read_bytes())
+        else:
+            code = compile(data, str(path), "exec", dont_inherit=True)
+            _write_bytecode(path, data, code)
 
 
 def _mentioned(problems: list[str], filename: str) -> bool:
