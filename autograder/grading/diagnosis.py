@@ -646,6 +646,7 @@ def _matching(
     refuted: set[str] | None = None,
     given: frozenset[int] = frozenset(),
     reference: list | None = None,
+    exactly: bool = False,
 ) -> frozenset[str]:
     """The descriptions of the ``candidates`` that answer ``entries`` alike: exactly, else
     otherwise only where ``alike``, else up to the state the mistake left (``_after_first``);
@@ -654,7 +655,8 @@ def _matching(
     stopped at an error of its own: ``_stopped``): where their edits act, the student's code
     does not make that mistake (``runner._unrefuted`` takes the name out of the part's other
     failures).
-    The ``given`` requests' answers hang on the random numbers: no answer there counts."""
+    The ``given`` requests' answers hang on the random numbers: no answer there counts.
+    ``exactly``: only those that answer every request alike."""
     tolerated = _tolerated(entries, alike) | given
     # Where the mutant answers otherwise a request the student's code answers right, an
     # error alike is too coarse to show the mistake (two checks of one function, a full cache
@@ -686,7 +688,7 @@ def _matching(
         tried[mutant.description] = tried.get(mutant.description, True) and otherwise
     if refuted is not None:
         refuted.update(d for d, every in tried.items() if every)
-    return frozenset(exact or partly or first)
+    return frozenset(exact if exactly else exact or partly or first)
 
 
 def _stopped(entries: list[Entry], i: int, alike, mine: list, reference) -> bool:
@@ -944,10 +946,13 @@ def _on_top_of_earlier(journal: Journal, blocked: set[int], part: int, device):
     where those mistakes alone do not (the failure does not come from there). ``on_top``:
     ``(part, phrases)`` of each earlier mistake, for the results to check once all have run
     (``runner._sorted``). ``(None, ())`` where there is none."""
-    # A blocked part whose failures all came from earlier ones needs no mistake of its own.
+    # A blocked part whose failures all came from earlier ones needs no mistake of its own;
+    # its code is the reference's in the replay, so only a mutant that answers every request
+    # alike shows this part's mistake then.
     earlier = {
         k: journal.only_name(k) for k in sorted(blocked) if not journal.from_earlier(k)
     }
+    exactly = len(earlier) < len(blocked)
     if not earlier or None in earlier.values() or not journal.entries:
         return None, ()
     entries = journal.entries
@@ -972,7 +977,14 @@ def _on_top_of_earlier(journal: Journal, blocked: set[int], part: int, device):
                 and _shown_by(m, stage, otherwise)
             ]
             found |= _matching(
-                candidates, stage, entries, device, alike, base, given=given
+                candidates,
+                stage,
+                entries,
+                device,
+                alike,
+                base,
+                given=given,
+                exactly=exactly,
             )
     if len(found) != 1:
         return None, ()

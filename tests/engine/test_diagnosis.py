@@ -427,8 +427,21 @@ def test_a_mistake_made_in_fewer_places_than_its_mutant_is_named(tmp_path):
         hw.call("masks.causal_mask", 2, 3)
         hw.call("masks.causal_mask", 2, 5)
 
-    found = diagnosis.diagnose(journal_of(folder, offsets), 2, "cpu")
+    entries = journal_of(folder, offsets)
+    found = diagnosis.diagnose(entries, 2, "cpu")
     assert found == MUTANTS["causal-ignores-offset"].description
+    # Where a part the replay takes as the reference's may differ (a part named on top of
+    # another with its failures all from there), only a mutant answering every request
+    # alike counts: this one does not.
+    stage = diagnosis._stage()
+    alike, _, given = diagnosis._reference_replay(stage, entries, "cpu")
+    candidates = [m for m in CATALOGUE if m.part == 2]
+    loose = diagnosis._matching(candidates, stage, entries, "cpu", alike, given=given)
+    assert found in loose
+    exact = diagnosis._matching(
+        candidates, stage, entries, "cpu", alike, given=given, exactly=True
+    )
+    assert found not in exact
 
 
 def test_an_error_alike_from_outside_the_mutants_edits_names_no_mistake(tmp_path):
