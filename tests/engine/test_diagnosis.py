@@ -709,6 +709,13 @@ def test_an_earlier_part_is_named_by_its_failures_that_name_a_mistake():
     journal.named[1].append("mask")
     assert journal.only_name(1) is None
     assert journal.only_name(2) is None
+    # Part 3's failures all ran part 1's failed code and named nothing: they came from there.
+    journal.failed(3)
+    journal.named[3].append(None)
+    assert journal.from_earlier(3)
+    journal.own.add(3)  # a failure of its own, which ran no failed part's code
+    assert not journal.from_earlier(3)
+    assert not journal.from_earlier(1)  # its failures named mistakes
 
 
 def test_a_failure_two_mistakes_explain_is_decided_by_the_parts_other_failures(
