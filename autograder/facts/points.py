@@ -138,13 +138,18 @@ def from_other_parts(tests: Iterable) -> dict[str, set[int]]:
     return found
 
 
+def failed_reached(part: int, uses: Iterable[int], failed: set[int]) -> set[int]:
+    """The parts with a failed test (``failed``) whose code a failing test of ``part`` runs:
+    its part's ``uses`` and its marker's."""
+    return (set(PARTS[part].uses) | set(uses)) & failed
+
+
 def failed_earlier(part: int, uses: Iterable[int], failed: set[int]) -> set[int]:
     """The parts with a failed test (``failed``) a failing test of ``part`` (its marker's
     ``uses``) may fail because of, as far as known while the suite runs: those it runs that
     do not build on ``part`` (one that does may fail because of ``part``; the results
     decide, ``from_other_parts``)."""
-    reach = set(PARTS[part].uses) | set(uses)
-    return {i for i in reach & failed if part not in builds_on(i)}
+    return {i for i in failed_reached(part, uses, failed) if part not in builds_on(i)}
 
 
 def _reach(test) -> set[int]:

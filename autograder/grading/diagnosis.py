@@ -34,7 +34,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.facts.points import PACKAGE, PARTS, builds_on, failed_earlier
+from autograder.facts.points import (
+    PACKAGE,
+    PARTS,
+    builds_on,
+    failed_earlier,
+    failed_reached,
+)
 from autograder.facts.protocol import ErrorInfo, Handle, StudentError, map_plain
 from autograder.sandbox.executor import Executor, InProcessSubmission
 from autograder.sources import intake, runner
@@ -820,8 +826,6 @@ def amended(
     ``AssertionError``, a ``StudentError`` or pytest's failure. A file the grader could not use
     ran no code: there is nothing to diagnose."""
     blocked = failed_earlier(part, uses, journal.failed_parts)
-    if not blocked:
-        journal.own.add(part)
     if blocked:
         found, on_top = _on_top_of_earlier(journal, blocked, part, device)
         journal.named[part].append(found)
@@ -831,6 +835,7 @@ def amended(
         better = _with_message(exc, f"{message}\n{LIKELY} {found}")
         better.on_top = on_top
         return better
+    journal.own.add(part)
     if runner.student_error(exc) == "NotImplementedError":
         journal.named[part].append(None)
         return exc
@@ -838,7 +843,8 @@ def amended(
         journal.named[part].append(None)
         return exc
     earlier = frozenset(builds_on(part))
-    mutual = {i for i in set(PARTS[part].uses) | set(uses) if i in journal.failed_parts}
+    # Not blocked: the failed parts it runs all build on this one too.
+    mutual = failed_reached(part, uses, journal.failed_parts)
     named = runner.diagnosis(exc)
     if (
         named

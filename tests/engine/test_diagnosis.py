@@ -661,6 +661,14 @@ def test_a_later_parts_mistake_is_named_on_top_of_an_earlier_parts_named_one(tmp
     assert diagnosis.LIKELY not in str(amend(scale_only, no_scale.description))
 
 
+def failed_test(name, part, message, on_top=(), error=""):
+    """A failed test's result whose diagnosis is the "Likely mistake" its message names."""
+    return runner.TestResult(
+        f"t::{name}", name, part, 1, False, False, message, error=error,
+        diagnosis=message.partition(f"{diagnosis.LIKELY} ")[2], on_top=on_top,
+    )  # fmt: skip
+
+
 def test_a_name_on_top_of_an_earlier_part_holds_only_while_its_every_failure_names_it():
     """Part 5's residual named on top of part 1's missing scale: kept while every failing
     test of part 1 names that scale, taken away once one of them (a hidden one, known only
@@ -668,28 +676,24 @@ def test_a_name_on_top_of_an_earlier_part_holds_only_while_its_every_failure_nam
     scale = MUTANTS["no-scale"]
     on_top = ((1, (scale.diagnosis,)),)
 
-    def result(name, part, message, on_top=()):
-        return runner.TestResult(
-            f"t::{name}", name, part, 1, False, False, message,
-            diagnosis=message.partition(f"{diagnosis.LIKELY} ")[2], on_top=on_top,
-        )  # fmt: skip
-
     named = f"block wrong\n{diagnosis.LIKELY} the residual adds the normalized tensor"
     results = {
-        "a": result("a", 1, f"weights wrong\n{diagnosis.LIKELY} {scale.description}"),
-        "b": result("b", 5, named, on_top),
-        "c": result("c", 5, named),
+        "a": failed_test(
+            "a", 1, f"weights wrong\n{diagnosis.LIKELY} {scale.description}"
+        ),
+        "b": failed_test("b", 5, named, on_top),
+        "c": failed_test("c", 5, named),
     }
     by_name = {t.name: t for t in runner._sorted(results)}
     assert by_name["b"].message == named
     assert diagnosis.LIKELY not in by_name["c"].message  # named without part 1's
-    results["d"] = result("d", 1, "hidden weights wrong")
+    results["d"] = failed_test("d", 1, "hidden weights wrong")
     by_name = {t.name: t for t in runner._sorted(results)}
     assert diagnosis.LIKELY not in by_name["b"].message
     # One that named none of two that fit, decided by the part's other failures: it holds.
     among = ((scale.description, (scale.diagnosis,)), ("other", ("other",)))
     results["d"] = dataclasses.replace(
-        result("d", 1, f"hidden weights wrong\n{runner.NO_MATCH}"), among=among
+        failed_test("d", 1, f"hidden weights wrong\n{runner.NO_MATCH}"), among=among
     )
     by_name = {t.name: t for t in runner._sorted(results)}
     assert scale.description in by_name["d"].message
@@ -1053,29 +1057,25 @@ def test_a_name_on_top_holds_beside_failures_that_stopped_or_come_from_the_named
     scale = MUTANTS["no-scale"]
     on_top = ((1, (scale.diagnosis,)),)
 
-    def result(name, part, message, on_top=(), error=""):
-        return runner.TestResult(
-            f"t::{name}", name, part, 1, False, False, message, error=error,
-            diagnosis=message.partition(f"{diagnosis.LIKELY} ")[2], on_top=on_top,
-        )  # fmt: skip
-
     named = f"block wrong\n{diagnosis.LIKELY} the residual adds the normalized tensor"
     results = {
-        "a": result("a", 1, f"weights wrong\n{diagnosis.LIKELY} {scale.description}"),
-        "b": result("b", 5, named, on_top),
-        "stopped": result(
+        "a": failed_test(
+            "a", 1, f"weights wrong\n{diagnosis.LIKELY} {scale.description}"
+        ),
+        "b": failed_test("b", 5, named, on_top),
+        "stopped": failed_test(
             "stopped", 1, "Your code raised ValueError", error="ValueError"
         ),
-        "heads": result("heads", 3, "heads wrong"),
+        "heads": failed_test("heads", 3, "heads wrong"),
     }
     assert {1, 3} <= runner.from_other_parts(results.values())["t::b"]
     by_name = {t.name: t for t in runner._sorted(results)}
     assert by_name["b"].message == named
     merge = f"wrong\n{diagnosis.LIKELY} merge_heads"  # on top of part 1 too
-    results["heads2"] = result("heads2", 3, merge, on_top)
+    results["heads2"] = failed_test("heads2", 3, merge, on_top)
     assert diagnosis.LIKELY not in runner._sorted(results)[-1].message  # b, part 5
     del results["heads2"]
-    results["d"] = result("d", 1, "hidden weights wrong")
+    results["d"] = failed_test("d", 1, "hidden weights wrong")
     assert (
         diagnosis.LIKELY
         not in {t.name: t for t in runner._sorted(results)}["b"].message
