@@ -12,9 +12,11 @@ import torch
 
 from autograder.batches.zoo.restyled import DEVICE_STYLES, write_correct
 from autograder.commands import cli
-from autograder.facts.protocol import SECOND_DEVICE
+from autograder.facts.protocol import SECOND_DEVICE, ErrorInfo, StudentError
 from autograder.sandbox import second_device
 from autograder.sources.runner import run_suite
+from tests.graded.compare import LIKELY
+from tests.graded.inputs import SECOND, data_left_on_the_cpu
 
 MODES = {
     "grad": torch.enable_grad,
@@ -125,3 +127,34 @@ def test_correct_code_in_a_device_style_gets_full_marks(tmp_path, style, capsys)
     text = capsys.readouterr().out
     earned, total = re.search(r"Public tests: (\d+)/(\d+)", text).groups()
     assert earned == total, text
+
+
+def _run_moving(placed: bool):
+    """A fake ``on_second_device`` request for a model already there: data left on the CPU
+    meets it; moved too, the call runs (``placed``) or a tensor made inside meets it still."""
+    mixed = StudentError(
+        ErrorInfo("RuntimeError", "found at least two devices, meta and cpu", "", ())
+    )
+
+    def run(*args, move=True, **kwargs):
+        if move and placed:
+            return torch.ones(1), [("result", SECOND)]
+        raise mixed
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("placed", "named", "not_named"),
+    [
+        (True, "prompt not moved", "without device="),
+        (False, "made on the CPU", "not moved"),
+    ],
+)
+def test_data_left_on_the_cpu_names_the_one_mistake_it_shows(placed, named, not_named):
+    """A function handed data on the CPU next to a model on the second device fails for one of
+    two mistakes, and the hint names only the one a run with the data moved too points to."""
+    with pytest.raises(AssertionError) as failure:
+        data_left_on_the_cpu("generate", _run_moving(placed), data="the prompt")
+    hint = str(failure.value).split(LIKELY)[1]
+    assert named in hint and not_named not in hint

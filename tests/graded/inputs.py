@@ -13,6 +13,8 @@ one mixed with the second device's, into a failure that names the mistake.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from autograder.facts.protocol import StudentError
 from tests.graded.compare import LIKELY
 
@@ -31,19 +33,27 @@ MADE_ON_CPU = (
     "stays there; pass the input's device (device=x.device), or use x.new_zeros(...), "
     "torch.zeros_like(x) or .to(x.device)"
 )
+NOT_MOVED = (
+    "a tensor on the CPU meets the model's: {data} not moved to the model's device "
+    "(.to(next(model.parameters()).device))"
+)
 SECOND = "meta"  # what the second device is called in the feedback
 
 
-def on_second_device(what: str, run, *args, mistake: str = MADE_ON_CPU, **kwargs):
+def on_second_device(
+    what: str, run, *args, mistake: str | Callable[[], str] = MADE_ON_CPU, **kwargs
+):
     """``run(*args, **kwargs)`` (an ``on_second_device`` request): its result (values on the
     CPU), once the call ran there and every tensor of it came back on the second device.
-    ``mistake``: the likely mistake when it did not."""
+    ``mistake``: the likely mistake when it did not (a function giving it, where telling
+    mistakes apart takes another request)."""
+    named = mistake if callable(mistake) else lambda: mistake
     try:
         value, devices = run(*args, **kwargs)
     except StudentError as err:
         if err.is_a(NotImplementedError) or err.is_a(ImportError):
             raise AssertionError(f"{what} raised {err}") from None
-        hint = f"\n{LIKELY} {mistake}" if "device" in err.message else ""
+        hint = f"\n{LIKELY} {named()}" if "device" in err.message else ""
         raise AssertionError(
             f"{what} with its tensors on a second device ({SECOND}, as a GPU would be) "
             f"raised {err}; SPEC.md: every function works on any device{hint}"
@@ -54,9 +64,28 @@ def on_second_device(what: str, run, *args, mistake: str = MADE_ON_CPU, **kwargs
     if elsewhere:
         raise AssertionError(
             f"{what} with its tensors on a second device ({SECOND}): {', '.join(elsewhere)}; "
-            f"SPEC.md: results are on the input's device\n{LIKELY} {mistake}"
+            f"SPEC.md: results are on the input's device\n{LIKELY} {named()}"
         )
     return value
+
+
+def data_left_on_the_cpu(what: str, run, *args, data: str, **kwargs):
+    """``on_second_device`` for a model moved there earlier and given ``data`` (its words:
+    "the prompt") on the CPU, which SPEC.md part 7 has the function move to the model's
+    device. Where that fails, the same call with the data moved too tells the two mistakes
+    apart: it runs where only the data was not moved, and fails as well where a tensor was
+    made without ``device=``."""
+
+    def mistake() -> str:
+        try:
+            _, devices = run(*args, move=True, **kwargs)
+        except StudentError:
+            return MADE_ON_CPU
+        if any(device != SECOND for _, device in devices):
+            return MADE_ON_CPU
+        return NOT_MOVED.format(data=data)
+
+    return on_second_device(what, run, *args, move=False, mistake=mistake, **kwargs)
 
 
 def checked(what: str, run, *args, raises: str = "", **kwargs):

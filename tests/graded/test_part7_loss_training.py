@@ -19,7 +19,7 @@ from tests.graded.answers import (
 )
 from tests.graded.compare import LIKELY, SECOND_PRECISION, assert_close
 from tests.graded.expect import raises_value_error
-from tests.graded.inputs import checked, on_second_device
+from tests.graded.inputs import checked, data_left_on_the_cpu, on_second_device
 from tests.graded.mistakes import (
     LAST_BATCH_STEPS,
     PAD_AS_CLASS,
@@ -150,13 +150,8 @@ def test_evaluate_token_weighted_mean(hw):
     # SPEC.md part 7: the batches are "moved to the model's device"
     on_second_device("CharLM.to", m.on_second_device, "to", SECOND_DEVICE)
     what = "evaluate(model on a second device, batches on the CPU)"
-    mistake = (
-        "a tensor on the CPU meets the model's: the batches not moved to the model's "
-        "device (inputs.to(next(model.parameters()).device)), or a tensor made without "
-        "device="
-    )
-    got = on_second_device(
-        what, hw.on_second_device, EVALUATE, m, batches, move=False, mistake=mistake
+    got = data_left_on_the_cpu(
+        what, hw.on_second_device, EVALUATE, m, batches, data="the batches"
     )
     assert_close(
         as_float(got, what), corpus_mean(losses), what, precision=SECOND_PRECISION

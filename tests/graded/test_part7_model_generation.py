@@ -17,7 +17,7 @@ from tests.graded.answers import (
 )
 from tests.graded.compare import LIKELY, SECOND_PRECISION, assert_close, assert_exact
 from tests.graded.expect import raises_value_error
-from tests.graded.inputs import checked, on_second_device
+from tests.graded.inputs import checked, data_left_on_the_cpu, on_second_device
 from tests.graded.part7_setup import (
     AT_MAX_LEN,
     CHUNK_UNMASKED,
@@ -48,12 +48,6 @@ pytestmark = pytest.mark.part(7)
 
 
 # The model ----------------------------------------------------------------------------
-NOT_MOVED = (
-    "a tensor on the CPU meets the model's: {what} not moved to the model's device "
-    "(.to(next(model.parameters()).device)), or a tensor made without device="
-)
-
-
 @pytest.mark.public
 @pytest.mark.points(1)
 def test_charlm_structure(hw):
@@ -420,7 +414,7 @@ def test_generate_greedy_cache_matches_no_cache(hw):
             f"generate(greedy=True, use_cache={use_cache}) with the model on a second "
             "device and the prompt on the CPU"
         )
-        got = on_second_device(
+        got = data_left_on_the_cpu(
             what,
             hw.on_second_device,
             GENERATE,
@@ -429,8 +423,7 @@ def test_generate_greedy_cache_matches_no_cache(hw):
             5,
             greedy=True,
             use_cache=use_cache,
-            move=False,
-            mistake=NOT_MOVED.format(what="the prompt"),
+            data="the prompt",
         )
         assert_exact(got.to(hw.device), expected, what)
 
