@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import atexit
 import contextlib
+import functools
 import itertools
 import random
 import re
@@ -345,13 +346,7 @@ def edited_names(mutant: Mutant) -> frozenset[tuple[str, str]]:
 def _edited_definitions(mutant: Mutant) -> list[ast.FunctionDef] | None:
     """The innermost function of the reference holding each of the mutant's edits; None when
     an edit lies outside every function."""
-    source = (SOLUTIONS / mutant.file).read_text(encoding="utf-8")
-    tree = ast.parse(source)
-    functions = [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-    ]
+    source, functions = _reference_functions(mutant.file)
     found = []
     for old, _ in mutant.edits:
         # The lines the edit changes, without the line breaks around them.
@@ -365,6 +360,19 @@ def _edited_definitions(mutant: Mutant) -> list[ast.FunctionDef] | None:
             return None
         found.append(max(inside, key=lambda f: f.lineno))
     return found
+
+
+@functools.cache
+def _reference_functions(file: str) -> tuple[str, list[ast.FunctionDef]]:
+    """The reference's text of ``file`` and every function defined in it, read once: each
+    mutant of the file asks for them (a fifth of a grading process's first diagnosis)."""
+    source = (SOLUTIONS / file).read_text(encoding="utf-8")
+    functions = [
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    return source, functions
 
 
 @contextlib.contextmanager
