@@ -976,12 +976,15 @@ def _on_top_of_earlier(journal: Journal, blocked: set[int], part: int, device):
     each = [[m for m in CATALOGUE if m.description == d] for d in earlier.values()]
     found: set[str] = set()
     with _grading_state_kept():
+        bases = []
         for base in itertools.product(*each):
             replayed = _replay_alike(stage, base, entries, device)
             if replayed is None or replayed[1] is None:
-                # The earlier mistakes alone answer so: the failure comes from there.
+                # The earlier mistakes alone answer so: the failure comes from there (known
+                # before any of this part's mutants is replayed on top of another base).
                 return None, ()
-            alike, reached, given = replayed
+            bases.append((base, replayed))
+        for base, (alike, reached, given) in bases:
             otherwise = [entries[i] for i in range(len(entries)) if i not in alike]
             candidates = [
                 m
@@ -1000,6 +1003,8 @@ def _on_top_of_earlier(journal: Journal, blocked: set[int], part: int, device):
                 given=given,
                 exactly=exactly,
             )
+            if len(found) > 1:  # more bases can only add names
+                return None, ()
     if len(found) != 1:
         return None, ()
     on_top = tuple((k, _phrases(d)) for k, d in earlier.items())
