@@ -305,11 +305,13 @@ class _Stage:
         names = [m.name for m in (*base, mutant)]
         key = "+".join(names)
         if key not in self._mutants:
-            source = SOLUTIONS
+            source, kept = SOLUTIONS, self.reference / PACKAGE
             for i, m in enumerate((*base, mutant)):
                 folder = self.root / "+".join(names[: i + 1])
                 source = apply(m, source, folder) / PACKAGE
-                intake.keep_bytecode(source, like=self.reference / PACKAGE)
+                # Each file edited earlier in the chain was compiled there already.
+                intake.keep_bytecode(source, like=kept)
+                kept = source
             self._mutants[key] = source.parent
         return self._mutants[key]
 
