@@ -27,6 +27,7 @@ RESIDUAL = "the residual adds the normalized tensor (h = ln1(x) + attn(ln1(x)));
 RESIDUALS = "the residuals add the normalized tensors (ln(x) + f(ln(x))); add the incoming tensors"
 
 # Part 7
+HARD_128 = "a size hard-coded to 128 (mask, position table, cache) instead of max_len"
 PAD_COUNTED = (
     "padding counted: the mean divides by every position, not the real targets"
 )

@@ -13,6 +13,7 @@ import torch
 from autograder.facts.protocol import StudentError
 from tests.graded.answers import losses_of
 from tests.graded.compare import LIKELY
+from tests.graded.modules import build
 from tests.graded.strategies import random_state
 
 
@@ -60,7 +61,6 @@ POS_RESTART = (
 CHUNK_UNMASKED = "no causal mask inside a chunk fed through the caches"
 MASK_NO_OFFSET = "a new token sees only the first position: the causal mask ignores the cache's offset"
 REFEED = "cached generation re-feeds the whole sequence, not only the newest token"
-HARD_128 = "a size hard-coded to 128 (mask, position table, cache) instead of max_len"
 NO_CHECK = "max_len not checked (or checked against a hard-coded 128)"
 AT_MAX_LEN = (
     "len(prompt) + max_new_tokens == max_len refused (only > max_len is an error)"
@@ -123,7 +123,8 @@ def new_lm(
     shapes = lm_shapes(vocab, sizes["d_model"], n_layers, sizes["d_ff"], max_len)
     state = lm_state(shapes, seed, dtype, hw.device)
     to = {"device": hw.device, "dtype": dtype}
-    m = hw.build(
+    m = build(
+        hw,
         "charlm.CharLM",
         vocab,
         n_layers=n_layers,

@@ -29,6 +29,7 @@ from tests.graded.compare import LIKELY, SECOND_PRECISION, assert_close, assert_
 from tests.graded.expect import assert_names
 from tests.graded.inputs import checked, on_second_device
 from tests.graded.mistakes import MERGE_NO_T, SPLIT_NO_T, TRUE_DIVISION
+from tests.graded.modules import build
 from tests.graded.strategies import examples, randn, random_state, seeds, sizes
 
 pytestmark = pytest.mark.part(3)
@@ -53,7 +54,7 @@ def student_mha(hw, sd: dict, n_heads: int, dtype=torch.float64, bias: bool = Tr
     d_model = sd["q_proj.weight"].shape[0]
     state = {k: v.to(hw.device, dtype) for k, v in sd.items()}
     to = {"device": hw.device, "dtype": dtype}
-    return hw.build(MHA, d_model, n_heads, bias=bias, to=to, state=state)
+    return build(hw, MHA, d_model, n_heads, bias=bias, to=to, state=state)
 
 
 def check_mha(

@@ -27,12 +27,14 @@ from tests.graded.answers import (
     rms_suspects,
 )
 from tests.graded.compare import (
+    LIKELY,
     SECOND_PRECISION,
     assert_close,
     assert_exact,
     assert_gradients,
 )
 from tests.graded.inputs import checked, on_second_device
+from tests.graded.modules import build, load, plain_tensor_hint
 from tests.graded.strategies import randn, random_state
 
 pytestmark = pytest.mark.part(5)
@@ -68,7 +70,7 @@ def block_state(seed, device):
 def new_module(hw, name, *args, dtype=F64, state=None, **kwargs):
     """Construct, move to the test's device and dtype, then load ``state`` (names fixed by SPEC)."""
     to = {"device": hw.device, "dtype": dtype}
-    return hw.build(name, *args, to=to, state=state, **kwargs)
+    return build(hw, name, *args, to=to, state=state, **kwargs)
 
 
 def check_parameters(module, expected, what):
@@ -76,7 +78,11 @@ def check_parameters(module, expected, what):
     state = module.state_dict()
     for name, value in expected.items():
         if name not in state:
-            raise AssertionError(f"{what} has no parameter named {name!r}")
+            hint = plain_tensor_hint(module, name)
+            raise AssertionError(
+                f"{what} has no parameter named {name!r}"
+                + (f"\n{LIKELY} {hint}" if hint else "")
+            )
         assert_exact(
             state[name].to(value.device), value, f"{what}.{name} at initialization"
         )
@@ -127,7 +133,7 @@ def test_layer_norm_float32_and_gradients(hw):
     x = randn(3, 5, seed=52, dtype=torch.float32, device=hw.device) * 3 - 1  # (T, d)
     sd = random_state({"ln.weight": (5,), "ln.bias": (5,)}, 53, F64, hw.device)
     norm = new_module(hw, "norm.LayerNorm", 5, dtype=torch.float32)
-    norm.load_state({"weight": sd["ln.weight"].float(), "bias": sd["ln.bias"].float()})
+    load(norm, {"weight": sd["ln.weight"].float(), "bias": sd["ln.bias"].float()})
     x64 = x.double()
     assert_close(
         norm(x),
@@ -330,7 +336,7 @@ def test_pre_norm_block_zeroed_branch(hw):
     )
 
     sd.update(fc2)  # the feed-forward branch back: x + ffn(ln2(x))
-    block.load_state(fc2)
+    load(block, fc2)
     assert_close(
         block(x, mask=mask),
         ffn_residual(x, sd),

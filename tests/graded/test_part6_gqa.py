@@ -28,6 +28,7 @@ from tests.graded.compare import LIKELY, SECOND_PRECISION, assert_close, assert_
 from tests.graded.expect import raises_value_error
 from tests.graded.inputs import checked, on_second_device
 from tests.graded.mistakes import TRUE_DIVISION
+from tests.graded.modules import build
 from tests.graded.strategies import examples, randn, random_state, seeds, sizes
 
 pytestmark = pytest.mark.part(6)
@@ -61,7 +62,7 @@ AT_ZERO = (
 def new_gqa(hw, sd, *args, dtype=F64):
     state = {k: v.to(dtype) for k, v in sd.items()}
     to = {"device": hw.device, "dtype": dtype}
-    return hw.build("gqa.GroupedQueryAttention", *args, to=to, state=state)
+    return build(hw, "gqa.GroupedQueryAttention", *args, to=to, state=state)
 
 
 def decode(hw, gqa, x, chunks, n_cache_heads, d_h, max_len, dtype=F64):
@@ -544,8 +545,8 @@ def test_gqa_rope_base(hw):
     KVCache.reset()."""
     sd = gqa_state(108, hw.device)
     to = {"device": hw.device, "dtype": F64}
-    gqa = hw.build(
-        "gqa.GroupedQueryAttention", D, H, H_KV, rope_base=100.0, to=to, state=sd
+    gqa = build(
+        hw, "gqa.GroupedQueryAttention", D, H, H_KV, rope_base=100.0, to=to, state=sd
     )
     x = randn(B, T, D, seed=109, device=hw.device)  # (B, T, D)
     positions = torch.arange(T, device=hw.device)

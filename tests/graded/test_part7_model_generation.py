@@ -18,12 +18,13 @@ from tests.graded.answers import (
 from tests.graded.compare import LIKELY, SECOND_PRECISION, assert_close, assert_exact
 from tests.graded.expect import raises_value_error
 from tests.graded.inputs import checked, data_left_on_the_cpu, on_second_device
+from tests.graded.mistakes import HARD_128
+from tests.graded.modules import load
 from tests.graded.part7_setup import (
     AT_MAX_LEN,
     CHUNK_UNMASKED,
     FF,
     GENERATE,
-    HARD_128,
     LAYERS,
     MASK_NO_OFFSET,
     NO_CAUSAL,
@@ -437,7 +438,7 @@ def test_generate_output_contract(hw):
     m, state = new_lm(hw, seed=770)
     bias = state["head.bias"].clone()
     bias[PAD] = 30.0  # PAD's logit is by far the largest
-    m.load_state({"head.bias": bias})
+    load(m, {"head.bias": bias})
     prompt = torch.tensor([5, 2])  # on the CPU: generate moves it to the model's device
 
     def sample():
@@ -543,11 +544,12 @@ def test_generate_sampling_distribution(hw):
     m, state = new_lm(hw, seed=780, vocab=vocab, max_len=N_DRAWS + 1, **tiny)
     logits = TAU * TARGET_P.log()  # softmax(logits / TAU) = TARGET_P
     bias = torch.cat([torch.tensor([40.0], dtype=torch.float64), logits])  # huge PAD
-    m.load_state(
+    load(
+        m,
         {
             "head.weight": torch.zeros_like(state["head.weight"]),
             "head.bias": bias.to(hw.device),
-        }
+        },
     )
     gen = hw.new("torch.Generator", device=hw.device)
     gen.call("manual_seed", 2029)
@@ -607,7 +609,7 @@ def test_generate_sampling_distribution(hw):
     # The default temperature is 1.0: the same draws as temperature=1.0 given explicitly
     # (logits log p, so a temperature of 0.8 or 0.7 moves the probabilities).
     tau_one = torch.cat([torch.tensor([40.0], dtype=torch.float64), TARGET_P.log()])
-    m.load_state({"head.bias": tau_one.to(hw.device)})
+    load(m, {"head.bias": tau_one.to(hw.device)})
 
     def draws(**temperature):
         gen = hw.new("torch.Generator", device=hw.device)
