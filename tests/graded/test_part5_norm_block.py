@@ -78,7 +78,7 @@ def check_parameters(module, expected, what):
     state = module.state_dict()
     for name, value in expected.items():
         if name not in state:
-            hint = plain_tensor_hint(module, name)
+            hint = plain_tensor_hint(module, [name])
             raise AssertionError(
                 f"{what} has no parameter named {name!r}"
                 + (f"\n{LIKELY} {hint}" if hint else "")
