@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -1102,3 +1103,27 @@ def test_a_part_is_named_on_top_of_a_failed_part_that_builds_on_it_too(tmp_path)
     assert set(failed) == {3, 6}
     assert f"{diagnosis.LIKELY} {cross.description}" in failed[3]
     assert f"{diagnosis.LIKELY} {values.description}" in failed[6]
+
+
+def test_a_kind_of_operation_made_anywhere_is_never_refuted(tmp_path):
+    """An in-place operation the suite saw itself keeps its name, although the zoo's in-place
+    mutants, made elsewhere, answer the part's other failures otherwise: a mistake the zoo
+    makes in several modules may be made in any line, so no replay refutes it."""
+    shutil.copytree(SOLUTIONS.parent, tmp_path, dirs_exist_ok=True)
+    norm = tmp_path / PACKAGE / "norm.py"
+    text = norm.read_text(encoding="utf-8")
+    old = (
+        "        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased\n"
+        "        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias\n"
+    )
+    new = (
+        "        x.sub_(mean)\n"
+        "        var = x.pow(2).mean(dim=-1, keepdim=True)\n"
+        "        return x / torch.sqrt(var + self.eps) * self.weight + self.bias\n"
+    )
+    assert text.count(old) == 1
+    norm.write_text(text.replace(old, new), encoding="utf-8")
+    results, _ = runner.run_suite(tmp_path, ["-k", "test_part5"], [])
+    seen = [r for r in results if "in place; SPEC.md" in r.message]
+    assert seen and any(len(r.refuted) for r in results if not r.passed)
+    assert all("in-place operation on an argument" in r.diagnosis for r in seen)
