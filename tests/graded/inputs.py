@@ -114,3 +114,24 @@ def checked(what: str, run, *args, raises: str = "", **kwargs):
             f"inputs are never modified in place\n{LIKELY} {IN_PLACE}"
         )
     return value
+
+
+#: What torch says where code changes in place a tensor it must differentiate through: the
+#: leaves of a ``gradients`` request are the arguments (and parameters) the grader made.
+LEAF_IN_PLACE = (
+    "leaf variable that requires grad is being used in an in-place operation"
+)
+
+
+def gradients_of(what: str, run, *args, **kwargs):
+    """``run(*args, **kwargs)`` (a ``gradients`` request): where it raises because the code
+    changed an argument in place, a failure naming that mistake."""
+    try:
+        return run(*args, **kwargs)
+    except StudentError as err:
+        if LEAF_IN_PLACE not in err.message.lower():
+            raise
+        raise AssertionError(
+            f"{what}: backpropagating raised {err}; SPEC.md: inputs are never modified in "
+            f"place\n{LIKELY} {IN_PLACE}"
+        ) from None

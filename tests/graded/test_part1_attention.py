@@ -32,7 +32,7 @@ from tests.graded.compare import (
     is_close,
 )
 from tests.graded.expect import assert_names
-from tests.graded.inputs import checked, on_second_device
+from tests.graded.inputs import checked, gradients_of, on_second_device
 from tests.graded.mistakes import AFTER
 from tests.graded.strategies import examples, randint, randn, seeds, sizes
 
@@ -402,7 +402,9 @@ def test_scaled_dot_product_attention_float_mask_and_gradients(hw):
     dev = hw.device
     # The bool mask prohibits the 0/-inf mask's -inf positions.
     for kind, mask in (("float", bias), ("bool", inf_mask.isinf())):
-        got = hw.gradients(
+        got = gradients_of(
+            f"scaled_dot_product_attention with a {kind} mask",
+            hw.gradients,
             SDPA,
             q.to(dev),
             k.to(dev),

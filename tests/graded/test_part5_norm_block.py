@@ -33,7 +33,7 @@ from tests.graded.compare import (
     assert_exact,
     assert_gradients,
 )
-from tests.graded.inputs import checked, on_second_device
+from tests.graded.inputs import checked, gradients_of, on_second_device
 from tests.graded.modules import build, load, plain_tensor_hint
 from tests.graded.strategies import randn, random_state
 
@@ -162,7 +162,9 @@ def test_layer_norm_float32_and_gradients(hw):
     state = {"weight": sd["ln.weight"], "bias": sd["ln.bias"]}
     norm = new_module(hw, "norm.LayerNorm", 5, state=state)
     upstream = randn(3, 5, seed=57, device=hw.device)
-    got = norm.gradients("__call__", x64, upstream=upstream)
+    got = gradients_of(
+        "LayerNorm(5)", norm.gradients, "__call__", x64, upstream=upstream
+    )
     inputs, parameters = gradients(
         lambda x, w, b: F.layer_norm(x, (5,), w, b, eps=1e-5),
         {"args[0]": x64},
@@ -225,7 +227,7 @@ def test_rms_norm_loaded_weight_and_gradients(hw):
         )
     norm = new_module(hw, "norm.RMSNorm", 5, eps=0.05, state={"weight": weight})
     upstream = randn(4, 5, seed=58, device=hw.device)
-    got = norm.gradients("__call__", x64, upstream=upstream)
+    got = gradients_of("RMSNorm(5)", norm.gradients, "__call__", x64, upstream=upstream)
     inputs, parameters = gradients(
         lambda x, w: F.rms_norm(x, (5,), w, eps=0.05),
         {"args[0]": x64},
