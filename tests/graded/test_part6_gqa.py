@@ -65,17 +65,28 @@ def new_gqa(hw, sd, *args, dtype=F64):
     return build(hw, "gqa.GroupedQueryAttention", *args, to=to, state=state)
 
 
+IGNORES_DTYPE = "the cache's dtype follows torch.get_default_dtype() instead of the dtype it is given"
+
+
+def new_cache(hw, *sizes, dtype=F64):
+    """A student ``KVCache(*sizes)`` on the device in ``dtype``, once its buffers are there:
+    buffers in another dtype would meet the keys' first in the attention, as an error that
+    says nothing of the cache."""
+    cache = hw.new("gqa.KVCache", *sizes, device=hw.device, dtype=dtype)
+    for name in ("k", "v"):
+        got = cache.attr(name).dtype
+        if got != dtype:
+            hint = f"\n{LIKELY} {IGNORES_DTYPE}" if got == torch.float32 else ""
+            raise AssertionError(
+                f"KVCache{sizes} made with dtype={dtype} holds {name} in {got}; SPEC.md: "
+                f"the buffers are in the dtype given{hint}"
+            )
+    return cache
+
+
 def decode(hw, gqa, x, chunks, n_cache_heads, d_h, max_len, dtype=F64):
     """Feed ``x`` chunk by chunk through ``gqa`` with a fresh cache; (outputs (B, T, D), cache)."""
-    cache = hw.new(
-        "gqa.KVCache",
-        x.shape[0],
-        n_cache_heads,
-        max_len,
-        d_h,
-        device=hw.device,
-        dtype=dtype,
-    )
+    cache = new_cache(hw, x.shape[0], n_cache_heads, max_len, d_h, dtype=dtype)
     outs, start = [], 0
     for c in chunks:
         outs.append(gqa(x[:, start : start + c], cache=cache))  # (B, c, D)
@@ -192,7 +203,7 @@ def test_kv_cache_append(hw):
         "torch.get_default_dtype(); SPEC.md's signature defaults it to float32"
     )
 
-    cache = hw.new("gqa.KVCache", 2, 3, 6, 4, device=hw.device, dtype=F64)
+    cache = new_cache(hw, 2, 3, 6, 4)
     for name in ("k", "v"):
         tensor = cache.attr(name)
         if tuple(tensor.shape) != (2, 3, 6, 4) or tensor.dtype != F64:
@@ -249,7 +260,7 @@ def test_kv_cache_append(hw):
 @pytest.mark.hidden
 def test_kv_cache_errors(hw):
     """Overflow raises and writes nothing; another dtype, device or shape raises ValueError."""
-    cache = hw.new("gqa.KVCache", 2, 2, 5, 4, device=hw.device, dtype=F64)
+    cache = new_cache(hw, 2, 2, 5, 4)
     k_new = randn(2, 2, 3, 4, seed=90, device=hw.device)  # (B, h_kv, t=3, d_head)
     v_new = randn(2, 2, 3, 4, seed=91, device=hw.device)
     cache.call("append", k_new, v_new)  # valid: length 3

@@ -1,6 +1,8 @@
-"""A module whose weights fail to load by SPEC.md's names gets the mistake the grader sees for
-itself (``tests/graded/modules.py``): a weight kept as a plain tensor, a size hard-coded to
-128. Each edit below is the reference's with that one mistake."""
+"""Where the student's code fails with an error that says nothing of its cause, the suite looks
+for the cause itself and names the mistake: a weight kept as a plain tensor, a size hard-coded
+to 128 (where loading the weights by SPEC.md's names fails: ``tests/graded/modules.py``), a
+cache whose buffers ignore the dtype given (``tests/graded/test_part6_gqa.py``). Each edit
+below is the reference's with that one mistake."""
 
 from __future__ import annotations
 
@@ -29,11 +31,18 @@ CASES = {
         "test_charlm_forward_matches_oracle",
         "a size hard-coded to 128",
     ),
+    "cache dtype": (
+        "gqa.py",
+        "device=device, dtype=dtype\n        )\n        self.v = torch.zeros_like(self.k)",
+        "device=device\n        )\n        self.v = torch.zeros_like(self.k)",
+        "test_gqa_cached_chunks or test_gqa_rope_base or test_kv_cache_errors",
+        "the cache's dtype follows torch.get_default_dtype() instead of the dtype",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_a_failed_load_names_the_mistake_the_grader_sees(tmp_path, case):
+def test_a_mistake_behind_an_uninformative_error_is_named(tmp_path, case):
     file, old, new, tests, named = CASES[case]
     shutil.copytree(SOLUTIONS, tmp_path, dirs_exist_ok=True)
     path = tmp_path / "transformer_hw" / file
