@@ -4,10 +4,10 @@ each correct case passes the whole graded suite.
 Run from the repository root (one case after another, never in parallel):
 
     .venv/bin/python -m tests.engine.heldout.check_heldout [NAME ...] [--wording FILE]
-        [--set {heldout,fresh,third,fourth}] [--blind]
+        [--set {heldout,fresh,third,fourth,fifth}] [--blind]
 
 ``--set fresh`` checks the second set (``fresh.py``), ``--set third`` the third (``third.py``),
-``--set fourth`` the fourth (``fourth.py``);
+``--set fourth`` the fourth (``fourth.py``), ``--set fifth`` the fifth (``fifth.py``);
 ``--blind`` prints pass and fail only, never the suite's "Likely mistake" lines (a set is a
 measure: no one tunes on its diagnoses).
 Each case's base package is copied to a temporary folder, its edits applied (each old text must
@@ -22,6 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.engine.heldout.fifth import FIFTH
 from tests.engine.heldout.fourth import FOURTH
 from tests.engine.heldout.fresh import FRESH
 from tests.engine.heldout.mistakes import BASES, HELDOUT, KINDS, Case
@@ -44,7 +45,13 @@ PART_FILES = {
 }
 FAILED = re.compile(r"^FAILED (\S+?)(?: - |$)")
 LIKELY = re.compile(r"Likely mistake: (.+)")
-SETS = {"heldout": HELDOUT, "fresh": FRESH, "third": THIRD, "fourth": FOURTH}
+SETS = {
+    "heldout": HELDOUT,
+    "fresh": FRESH,
+    "third": THIRD,
+    "fourth": FOURTH,
+    "fifth": FIFTH,
+}
 
 
 def apply_edit(path: Path, old: str, new: str) -> None:
