@@ -47,8 +47,9 @@ def load(module: Handle, state: dict) -> None:
     try:
         module.load_state(state)
     except StudentError as err:
-        hint = plain_tensor_hint(module, refused_names(err))
-        if err.is_a(NotImplementedError) or hint is None:
+        if err.is_a(NotImplementedError):
+            raise
+        if (hint := plain_tensor_hint(module, refused_names(err))) is None:
             raise
         raise AssertionError(
             f"loading the weights by SPEC.md's names raised {err}\n{LIKELY} {hint}"

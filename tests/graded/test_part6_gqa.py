@@ -65,7 +65,9 @@ def new_gqa(hw, sd, *args, dtype=F64):
     return build(hw, "gqa.GroupedQueryAttention", *args, to=to, state=state)
 
 
-IGNORES_DTYPE = "the cache's dtype follows torch.get_default_dtype() instead of the dtype it is given"
+IGNORES_DTYPE = (
+    "the cache's dtype follows torch.get_default_dtype() instead of the dtype it is given"
+)
 
 
 def new_cache(hw, *sizes, dtype=F64):
