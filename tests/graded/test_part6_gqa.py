@@ -65,9 +65,7 @@ def new_gqa(hw, sd, *args, dtype=F64):
     return build(hw, "gqa.GroupedQueryAttention", *args, to=to, state=state)
 
 
-IGNORES_DTYPE = (
-    "the cache's dtype follows torch.get_default_dtype() instead of the dtype it is given"
-)
+IGNORES_DTYPE = "the cache's dtype follows torch.get_default_dtype() instead of the dtype it is given"
 
 
 def new_cache(hw, *sizes, dtype=F64):
