@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -1110,9 +1109,6 @@ def test_a_kind_of_operation_made_anywhere_is_never_refuted(tmp_path):
     through it refused) keeps its name, although the zoo's in-place mutants, made elsewhere,
     answer the part's other failures otherwise: a mistake the zoo makes in several modules
     may be made in any line, so no replay refutes it."""
-    shutil.copytree(SOLUTIONS.parent, tmp_path, dirs_exist_ok=True)
-    norm = tmp_path / PACKAGE / "norm.py"
-    text = norm.read_text(encoding="utf-8")
     old = (
         "        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased\n"
         "        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias\n"
@@ -1122,9 +1118,8 @@ def test_a_kind_of_operation_made_anywhere_is_never_refuted(tmp_path):
         "        var = x.pow(2).mean(dim=-1, keepdim=True)\n"
         "        return x / torch.sqrt(var + self.eps) * self.weight + self.bias\n"
     )
-    assert text.count(old) == 1
-    norm.write_text(text.replace(old, new), encoding="utf-8")
-    results, _ = runner.run_suite(tmp_path, ["-k", "test_part5"], [])
+    folder = _reference_with(tmp_path, "norm.py", old, new)
+    results, _ = runner.run_suite(folder, ["-k", "test_part5"], [])
     seen = [r for r in results if "in place" in r.message and not r.passed]
     assert {r.name for r in seen} >= {
         "test_blocks_without_mask_attend_everywhere",

@@ -6,15 +6,12 @@ below is the reference's with that one mistake."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
+from autograder.sources.release import SOLUTIONS
 from autograder.sources.runner import run_suite
+from autograder.sources.zoo.mutants import Mutant, apply
 from tests.graded.compare import LIKELY
-
-SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions"
 
 CASES = {
     "plain tensor": (
@@ -44,12 +41,8 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_a_mistake_behind_an_uninformative_error_is_named(tmp_path, case):
     file, old, new, tests, named = CASES[case]
-    shutil.copytree(SOLUTIONS, tmp_path, dirs_exist_ok=True)
-    path = tmp_path / "transformer_hw" / file
-    text = path.read_text(encoding="utf-8")
-    assert text.count(old) == 1
-    path.write_text(text.replace(old, new), encoding="utf-8")
-    results, _ = run_suite(tmp_path, ["-k", tests], [])
+    edited = apply(Mutant(case, file, ((old, new),), 0, ""), SOLUTIONS, tmp_path)
+    results, _ = run_suite(edited, ["-k", tests], [])
     failed = [r for r in results if not r.passed]
     assert failed
     for result in failed:
