@@ -4,9 +4,9 @@ Grades ``--copies`` copies of the reference with ``autograder grade --jobs J --f
 neighbours run beside it: two busy loops, a process that keeps about ``--hog-gb`` GB of memory
 in use and touches it over and over, and (``--kill-every S``) one that sends SIGKILL to a live
 sandbox worker every S seconds, as the kernel's out-of-memory killer or an operator would. Every
-copy must keep full marks: a worker killed from outside is retried, and such a grade says so in
-its problems. (A kill that lands on the retry of the same request again reads as the
-submission's doing, docs/DESIGN.md "What the grader believes": one every 5 s rarely does.)
+copy must keep full marks: a worker killed from outside is retried however often the kill lands
+on the same request (the worker cannot send itself a SIGKILL, docs/DESIGN.md "What the grader
+believes"), and such a grade says so in its problems.
 
     python benchmarks/soak.py [--copies 12] [--jobs CPUS] [--kill-every 5] [--hog-gb 1.5]
 

@@ -236,6 +236,19 @@ class ControlGroups:
         except (OSError, ValueError):
             return None
 
+    def oom_kills(self) -> int | None:
+        """Tasks the kernel has killed for the memory group's limit (``None``: no group, or a
+        kernel that does not count them): a kill of the sandbox's own doing."""
+        for folder in self.folders:
+            if folder.parent.name == "memory":
+                with contextlib.suppress(OSError, ValueError):
+                    for line in (
+                        (folder / "memory.oom_control").read_text().splitlines()
+                    ):
+                        if line.startswith("oom_kill "):
+                            return int(line.split()[1])
+        return None
+
     def enter(self) -> None:
         """Move the calling process into the groups (run in the child before it starts)."""
         for folder in self.folders:

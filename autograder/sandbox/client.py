@@ -75,24 +75,6 @@ MAX_JOURNAL_BYTES = 64 << 20
 #: A request's time limit is moved on by the time the host's other work kept its worker
 #: waiting for a CPU (``host_wait``), up to this many times the limit in all.
 MAX_STRETCH = 10
-#: Signals a worker gets by its own doing: a crash in its code or one of its own limits (CPU
-#: time: SIGXCPU, file size: SIGXFSZ). Any other signal may have come from outside it (SIGKILL:
-#: the kernel's out-of-memory killer, an operator) or from itself (a signal it sent itself, a
-#: CPU limit it lowered): ``retries`` decides by running the request again.
-OWN_SIGNALS = frozenset(
-    {
-        signal.SIGSEGV,
-        signal.SIGBUS,
-        signal.SIGILL,
-        signal.SIGFPE,
-        signal.SIGABRT,
-        signal.SIGSYS,
-        signal.SIGTRAP,
-        signal.SIGPIPE,
-        signal.SIGXCPU,
-        signal.SIGXFSZ,
-    }
-)
 _uids = itertools.count()
 
 
@@ -158,6 +140,7 @@ class IsolatedSubmission(Submission):
         self._cpu_plan = _CpuPlan()
         # Why no worker could be started for it: every later request fails the same way at once.
         self._unavailable = ""
+        self._oom_kills: int | None = None  # the sandbox's, as its worker started
         self._journal = _Journal()
         self._rebuild = False  # the next worker is brought to the lost one's state
         self._retries = retries.Retries()
@@ -294,7 +277,9 @@ class IsolatedSubmission(Submission):
         ``grader_events``, its time not the submission's). ``SandboxUnavailable`` when the
         retries are spent, or the journal is too long to replay: the grader's failure."""
         at = self._seq if ended.at == _LIVE else ended.at
-        verdict = self._retries.judge(at, ended.own, self._journal.seconds)
+        verdict = self._retries.judge(
+            at, ended.own, self._journal.seconds, outside=ended.outside
+        )
         if verdict is retries.Verdict.OWN:
             return False
         self._retries.charge(lost)
@@ -309,16 +294,22 @@ class IsolatedSubmission(Submission):
                 else "the requests to replay were too many"
             )
             self._unavailable = (
-                f"the sandbox lost the submission's process to ends that did not recur "
+                f"the sandbox lost the submission's process to ends not of its doing "
                 f"({why}; the last: it {ended} {where})"
             )
             raise SandboxUnavailable(self._unavailable)
-        event = (
-            f"the submission's process {ended} {where}; the request was run again in a "
-            "fresh process, which did not end that way, and this cost no points"
-        )
+        if ended.outside:  # never the submission's, however often it comes
+            event = (
+                f"the submission's process {ended} {where}, a signal it cannot send itself; "
+                "the request was run again in a fresh process, and this cost no points"
+            )
+        else:
+            event = (
+                f"the submission's process {ended} {where}; the request was run again in a "
+                "fresh process, which did not end that way, and this cost no points"
+            )
         self.grader_events.append(event)
-        if at is not None:
+        if at is not None and not ended.outside:
             self._retried_events[at] = event
         self._rebuild = True
         return True
@@ -400,6 +391,7 @@ class IsolatedSubmission(Submission):
         }
         try:
             self._pid = template_client.spawn([theirs, stacks_theirs], config)
+            self._oom_kills = template_client.running().groups.oom_kills()
         except BaseException as exc:
             if isinstance(exc, SandboxUnavailable):
                 self._unavailable = str(exc)
@@ -531,7 +523,7 @@ class IsolatedSubmission(Submission):
                 raise _WorkerEnded("was lost with the sandbox's template process")
             status = client.status_of(self._pid)
             if status is not None:
-                raise _ended(status, serving=not hello)
+                raise self._end_of(client, status, serving=not hello)
             left = deadline - time.monotonic()
             if left <= 0:
                 began, allowed, _ = self._timed
@@ -571,9 +563,42 @@ class IsolatedSubmission(Submission):
     ) -> _WorkerEnded:
         """Why the worker's socket closed, as the template tells it."""
         try:
-            return _ended(client.wait(self._pid, 5.0), serving)
+            return self._end_of(client, client.wait(self._pid, 5.0), serving)
         except RuntimeError:
             return _WorkerEnded("was lost with the sandbox's template process")
+
+    def _end_of(
+        self, client: template_client.TemplateClient, status: int | None, serving: bool
+    ) -> _WorkerEnded:
+        ended = _ended(status, serving)
+        ended.outside = self._from_outside(client, status)
+        return ended
+
+    def _from_outside(
+        self, client: template_client.TemplateClient, status: int | None
+    ) -> bool:
+        """Whether the worker's end by wait ``status`` came from outside it, on what the grader
+        sees itself: a signal not among its own, which the system-call filter kept it from
+        sending itself (``confine.SIGNAL_CALLS``), and none the kernel sends for one of its own
+        limits: CPU time past ``confine.cpu_seconds_allowed``, the sandbox's memory group out of
+        memory, or (with no address-space limit, on a GPU) its memory past ``Limits.memory``.
+        Its own children, and every other worker, are under the same filter."""
+        if not (
+            client.filtered
+            and status is not None
+            and os.WIFSIGNALED(status)
+            and os.WTERMSIG(status) not in worker_exit.OWN_SIGNALS
+        ):
+            return False
+        usage = client.usage_of(self._pid)
+        if usage is None:
+            return False
+        cpu, peak = usage
+        return (
+            cpu < confine.cpu_seconds_allowed(self.limits)
+            and client.groups.oom_kills() == self._oom_kills
+            and (self.device.type != "cuda" or peak < self.limits.memory)
+        )
 
     # Handles and messages ----------------------------------------------------------------------
     def _worker_ref(self, handle: Handle) -> HandleRef:
@@ -611,15 +636,19 @@ _LIVE = -1
 
 class _WorkerEnded(Exception):
     """The worker is gone; ``own``: plainly by its own doing (an exit with a status of its
-    choosing, a crash, one of its limits), else undecided (a signal that may have come from
-    outside it, a lost connection, a lost template: ``retries`` decides). ``at``: the request
-    it was serving (``_LIVE``: the one under way; a replayed one's number; ``None``: it had
-    not said hello)."""
+    choosing, a crash, one of its limits); ``outside``: by a signal it cannot have sent itself
+    (``IsolatedSubmission._from_outside``); else undecided (a lost connection, a lost
+    template, a signal where no filter stops it sending it: ``retries`` decides). ``at``: the
+    request it was serving (``_LIVE``: the one under way; a replayed one's number; ``None``: it
+    had not said hello)."""
 
-    def __init__(self, how: str, own: bool = False, at: int | None = _LIVE):
+    def __init__(
+        self, how: str, own: bool = False, at: int | None = _LIVE, outside=False
+    ):
         super().__init__(how)
         self.own = own
         self.at = at
+        self.outside = outside
 
 
 def _ended(status: int | None, serving: bool) -> _WorkerEnded:
@@ -629,7 +658,7 @@ def _ended(status: int | None, serving: bool) -> _WorkerEnded:
     code can exit with that status, or send itself that signal, as well."""
     own = status is not None and (
         (os.WIFEXITED(status) and os.WEXITSTATUS(status) != worker_exit.HUNG_UP)
-        or (os.WIFSIGNALED(status) and os.WTERMSIG(status) in OWN_SIGNALS)
+        or (os.WIFSIGNALED(status) and os.WTERMSIG(status) in worker_exit.OWN_SIGNALS)
     )
     return _WorkerEnded(_describe_status(status, serving), own)
 

@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from autograder.sandbox import worker_exit
+
 #: Workers' uids start here; the grading side picks one per worker, unique on the host.
 UID_BASE = 200_000
 UID_SPAN = 1 << 28
@@ -52,7 +54,9 @@ _MS_REMOUNT, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = (
 #: the C library then uses clone. A worker keeps the priority, scheduling and CPUs it was given
 #: (``SCHEDULING_CALLS``): a lower priority, a CPU given away (``sched_yield``, a no-op refused)
 #: or a crowded CPU would lengthen its waits for a CPU, which its time limit credits as the
-#: host's (``autograder.sandbox.host_wait``).
+#: host's (``autograder.sandbox.host_wait``). POSIX timers and message-queue notices may signal
+#: it later, and setrlimit could lower its CPU limit to the kernel's SIGKILL: an end by a signal
+#: other than its own must come from outside it (``SIGNAL_CALLS``).
 REFUSED_CALLS = {
     "x86_64": {
         "setns": 308,
@@ -79,6 +83,9 @@ REFUSED_CALLS = {
         "sched_setaffinity": 203,
         "sched_setattr": 314,
         "sched_yield": 24,
+        "timer_create": 222,
+        "mq_notify": 244,
+        "setrlimit": 160,
     },
     "aarch64": {
         "setns": 268,
@@ -104,6 +111,9 @@ REFUSED_CALLS = {
         "sched_setaffinity": 122,
         "sched_setattr": 274,
         "sched_yield": 124,
+        "timer_create": 107,
+        "mq_notify": 184,
+        "setrlimit": 164,
     },
 }
 #: The calls of ``REFUSED_CALLS`` that set a process's priority, scheduling or CPUs, or give
@@ -119,7 +129,9 @@ SCHEDULING_CALLS = (
 #: Calls the filter lets a worker make on itself only, per machine: (number, the arguments that
 #: name the target, each with the value that means "this process"). Another process of the same
 #: uid (the template, where workers share the grader's uid) would otherwise take on a worker's
-#: limits, and every worker forked after it with them.
+#: limits, and every worker forked after it with them. prlimit64 may only read limits
+#: (``_ARGUMENT_RULES``): a CPU limit lowered to its hard limit ends a worker by the kernel's
+#: SIGKILL, which would read as a kill from outside.
 _IOPRIO_WHO_PROCESS = 1
 _SELF = ((0, 0),)  # the pid is argument 0; 0 is the caller
 SELF_ONLY_CALLS = {
@@ -132,13 +144,77 @@ SELF_ONLY_CALLS = {
         "ioprio_set": (30, ((0, _IOPRIO_WHO_PROCESS), (1, 0))),
     },
 }
+#: Calls that send a signal, per machine: (number, the argument that holds the signal). A
+#: worker may send only the signals of ``worker_exit.OWN_SIGNALS`` (and 0, which sends none),
+#: to itself or any other process: an end by another signal then came from outside it, which is
+#: what lets the grader retry such an end however often it recurs (``autograder.sandbox.client``).
+SIGNAL_CALLS = {
+    "x86_64": {
+        "kill": (62, 1),
+        "tkill": (200, 1),
+        "tgkill": (234, 2),
+        "rt_sigqueueinfo": (129, 1),
+        "rt_tgsigqueueinfo": (297, 2),
+        "pidfd_send_signal": (424, 1),
+    },
+    "aarch64": {
+        "kill": (129, 1),
+        "tkill": (130, 1),
+        "tgkill": (131, 2),
+        "rt_sigqueueinfo": (138, 1),
+        "rt_tgsigqueueinfo": (240, 2),
+        "pidfd_send_signal": (424, 1),
+    },
+}
+#: The other ways a worker could have the kernel send it a signal later, per machine: (number,
+#: argument, the values refused). A timer other than the real-time one (whose SIGALRM is among
+#: its own signals), and an owner for a file's SIGIO (fcntl's F_SETOWN, F_SETSIG, F_SETOWN_EX;
+#: ioctl's FIOSETOWN, SIOCSPGRP). POSIX timers, message-queue notices and setrlimit are refused
+#: outright (``REFUSED_CALLS``); a child's exit signal is clone's (``_filter_program``).
+LATER_SIGNAL_CALLS = {
+    "x86_64": {
+        "setitimer": (38, 0, (1, 2)),  # ITIMER_VIRTUAL, ITIMER_PROF
+        "fcntl": (72, 1, (8, 10, 15)),
+        "ioctl": (16, 1, (0x8901, 0x8902)),
+    },
+    "aarch64": {
+        "setitimer": (103, 0, (1, 2)),
+        "fcntl": (25, 1, (8, 10, 15)),
+        "ioctl": (29, 1, (0x8901, 0x8902)),
+    },
+}
 #: Per machine: its audit architecture, and the numbers of seccomp, clone, unshare and clone3.
 _FILTER_ABI = {
     "x86_64": (0xC000003E, 317, 56, 272, 435),
     "aarch64": (0xC00000B7, 277, 220, 97, 435),
 }
 _CLONE_NEWUSER = 0x10000000
+_CSIGNAL = 0xFF  # clone's flags: the signal the parent gets when the child ends
 _X32_BIT = 0x40000000  # x86_64's x32 calls: the same kernel code under other numbers
+
+
+def _argument_rules(
+    machine: str,
+) -> dict[int, list[tuple[int, int | None, tuple, bool]]]:
+    """Per call number, its checks: (word of seccomp_data, mask or ``None``, values, whether
+    the word must be one of them (else none of them)). Arguments are read by their low word
+    (C ints and flags); a pointer by both."""
+    low, high = (lambda i: 16 + 8 * i), (lambda i: 20 + 8 * i)
+    signals = (0, *sorted(worker_exit.OWN_SIGNALS))
+    rules: dict[int, list] = {}
+    for number, conditions in SELF_ONLY_CALLS[machine].values():
+        rules[number] = [(low(i), None, (value,), True) for i, value in conditions]
+    prlimit64 = SELF_ONLY_CALLS[machine]["prlimit64"][0]
+    rules[prlimit64] += [(low(2), None, (0,), True), (high(2), None, (0,), True)]
+    for number, argument in SIGNAL_CALLS[machine].values():
+        rules[number] = [(low(argument), None, signals, True)]
+    for number, argument, refused in LATER_SIGNAL_CALLS[machine].values():
+        rules[number] = [(low(argument), None, refused, False)]
+    _, _, clone, unshare, _ = _FILTER_ABI[machine]
+    new_user = (low(0), _CLONE_NEWUSER, (0,), True)
+    rules[clone] = [new_user, (low(0), _CSIGNAL, (0, signal.SIGCHLD), True)]
+    rules[unshare] = [new_user]
+    return rules
 
 
 class _SockFilter(ctypes.Structure):
@@ -157,12 +233,13 @@ class _SockFprog(ctypes.Structure):
 def _filter_program(machine: str) -> list[tuple[int, int, int, int]]:
     """The classic-BPF program (code, jump if true, jump if false, constant) of the filter."""
     load = 0x20  # BPF_LD | BPF_W | BPF_ABS: a word of seccomp_data
-    jeq, jge, jset = 0x15, 0x35, 0x45  # BPF_JMP | BPF_K with JEQ, JGE, JSET
+    mask_with = 0x54  # BPF_ALU | BPF_AND | BPF_K
+    jeq, jge = 0x15, 0x35  # BPF_JMP | BPF_K with JEQ, JGE
     ret = 0x06  # BPF_RET | BPF_K
     allow = 0x7FFF0000  # SECCOMP_RET_ALLOW
     # SECCOMP_RET_ERRNO with EPERM, and with ENOSYS (a call this kernel seems to lack)
     refuse, absent = (0x00050000 | e for e in (errno.EPERM, errno.ENOSYS))
-    arch, _, clone, unshare, clone3 = _FILTER_ABI[machine]
+    arch, _, _, _, clone3 = _FILTER_ABI[machine]
     # Another ABI (32-bit calls on a 64-bit kernel) gets nothing at all.
     program = [(load, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, refuse)]  # .arch
     program.append((load, 0, 0, 0))  # .nr
@@ -170,18 +247,25 @@ def _filter_program(machine: str) -> list[tuple[int, int, int, int]]:
         program += [(jge, 0, 1, _X32_BIT), (ret, 0, 0, refuse)]
     for number in REFUSED_CALLS[machine].values():
         program += [(jeq, 0, 1, number), (ret, 0, 0, refuse)]
-    # A call on itself only: each argument (its low word: they are C ints) must hold its value.
-    for number, conditions in SELF_ONLY_CALLS[machine].values():
-        program.append((jeq, 0, 2 * len(conditions) + 2, number))
-        for i, (argument, value) in enumerate(conditions):
-            later = len(conditions) - 1 - i
-            program += [(load, 0, 0, 16 + 8 * argument), (jeq, 0, 2 * later + 1, value)]
-        program += [(ret, 0, 0, allow), (ret, 0, 0, refuse)]
     program += [(jeq, 0, 1, clone3), (ret, 0, 0, absent)]
-    # clone or unshare: refused when argument 0 (the flags; its low word) asks for CLONE_NEWUSER
-    program += [(jeq, 1, 0, clone), (jeq, 0, 3, unshare), (load, 0, 0, 16)]
-    program += [(jset, 0, 1, _CLONE_NEWUSER), (ret, 0, 0, refuse), (ret, 0, 0, allow)]
-    return program
+    # A call with rules: each check passes on to the next, or refuses; all passed, it is let
+    # through. Another call skips the block (the number is loaded again after it).
+    for number, checks in _argument_rules(machine).items():
+        block = []
+        for word, mask, values, allowed in checks:
+            block.append((load, 0, 0, word))
+            if mask is not None:
+                block.append((mask_with, 0, 0, mask))
+            last = len(values) - 1
+            for i, value in enumerate(values):
+                if allowed:  # a match jumps past the other values and the refusal
+                    block.append((jeq, last - i + 1, 0, value))
+                else:  # a match jumps to the refusal; the last miss jumps past it
+                    block.append((jeq, last - i, 1 if i == last else 0, value))
+            block.append((ret, 0, 0, refuse))
+        block.append((ret, 0, 0, allow))
+        program += [(jeq, 0, len(block), number), *block]
+    return program + [(ret, 0, 0, allow)]
 
 
 def install_seccomp_filter() -> bool:
@@ -594,11 +678,19 @@ def set_limits(limits, cuda: bool) -> None:
         processes += _tasks_of_uid(os.getuid())
     cap(resource.RLIMIT_NPROC, processes)
     # A soft limit below the hard one: reaching it is SIGXCPU, the worker's own doing. At equal
-    # limits the kernel sends SIGKILL, which cannot be told from a kill from outside.
-    cap(resource.RLIMIT_CPU, int(limits.submission_timeout) + 30, grace=CPU_GRACE)
+    # limits the kernel sends SIGKILL, which reads as a kill from outside.
+    cap(resource.RLIMIT_CPU, cpu_seconds_allowed(limits), grace=CPU_GRACE)
     cap(resource.RLIMIT_FSIZE, limits.file_size)
     cap(resource.RLIMIT_NOFILE, limits.open_files)
     cap(resource.RLIMIT_CORE, 0)
+
+
+def cpu_seconds_allowed(limits) -> int:
+    """A worker's soft CPU limit (its hard one is ``CPU_GRACE`` seconds later). The grading
+    process computes the same: the template and its workers inherit its limits."""
+    value = int(limits.submission_timeout) + 30
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    return value if hard == resource.RLIM_INFINITY else min(value, hard - CPU_GRACE)
 
 
 def _address_space() -> int:

@@ -7,13 +7,16 @@ itself, its own sockets shut. So no end is the host's by its look. An end is the
 when it is plainly its own (an exit with a status of its own choosing, a crash, one of its own
 limits: ``evident``) or when it happens again at the same request after one retry in a fresh
 worker; it is the host's only on evidence from outside the worker: a worker that ended before
-any student code ran in it, or a retry that did not end the same way. docs/DESIGN.md ("What
-the grader believes") states the same policy for readers of the grades.
+any student code ran in it, a retry that did not end the same way, or a signal the worker
+cannot send itself (``outside``: the system-call filter refuses it every other signal, and the
+kernel's own signals for its limits are told apart by what the template reaped), which is
+retried however often it recurs. docs/DESIGN.md ("What the grader believes") states the same
+policy for readers of the grades.
 
 Retries cost time (each replays what the lost worker served). A retry whose end recurs was the
 submission's doing, and so is its time; after it a fresh worker starts with nothing to replay,
 so such retries replay each request at most once. The other retries, whose ends did not recur
-(or that followed a worker lost before it ran student code), have a budget: together they may
+(or came from outside, or followed a worker lost before it ran student code), have a budget: together they may
 take no longer than the submission's own grading has so far (plus ``SLACK``), and at most
 ``MAX_RETRIES`` of them. A fault past that budget leaves the grading undecided: the grader's
 failure, never points lost.
@@ -24,8 +27,9 @@ from __future__ import annotations
 import enum
 import time
 
-#: Workers one submission may lose to ends that did not recur (or that came before any student
-#: code ran) and still be graded; one more, and its grading is the grader's failure.
+#: Workers one submission may lose to ends not of its doing (that did not recur, came from
+#: outside, or came before any student code ran) and still be graded; one more, and its grading
+#: is the grader's failure.
 MAX_RETRIES = 12
 #: Seconds of retries a submission gets beyond what its own grading took so far: a fresh worker
 #: and a short replay, so that a fault early in a grading can still be retried.
@@ -59,20 +63,33 @@ class Retries:
             None  # the request being retried (``None``: a start)
         )
 
-    def judge(self, seq: int | None, evident: bool, replay_seconds: float) -> Verdict:
+    def judge(
+        self,
+        seq: int | None,
+        evident: bool,
+        replay_seconds: float,
+        outside: bool = False,
+    ) -> Verdict:
         """A worker ended while serving request ``seq`` (``None``: before it said hello, so
         before any student code ran in it); ``evident``: by an end plainly its own;
-        ``replay_seconds``: what the requests to replay took when they were first served."""
+        ``outside``: by an end it cannot have caused (a signal the filter kept it from sending
+        itself); ``replay_seconds``: what the requests to replay took when they were first
+        served."""
         if seq is not None and evident:
             return Verdict.OWN
-        if seq in self._struck:  # its end recurred: the retry and its time were its own
+        if outside:  # however often it comes: not a strike, only the budget bounds it
+            self._retrying = None
+        elif (
+            seq in self._struck
+        ):  # its end recurred: the retry and its time were its own
             self.retried -= 1
             self.spent -= self._struck[seq]
             return Verdict.OWN
+        else:
+            self._retrying = seq
+            if seq is not None:
+                self._struck[seq] = 0.0
         self.retried += 1
-        self._retrying = seq
-        if seq is not None:
-            self._struck[seq] = 0.0
         if self.retried > MAX_RETRIES or replay_seconds > self.budget():
             return Verdict.GRADER_FAILURE
         return Verdict.RETRY

@@ -68,6 +68,10 @@ class TemplateClient:
         self.dead = False
         self.gpu = gpu
         self._ended: dict[int, int] = {}  # pid -> wait status
+        # pid -> (CPU seconds, peak resident bytes) of an ended worker
+        self._usage: dict[int, tuple[float, int]] = {}
+        #: Whether its workers serve only with the system-call filter on (``confine``).
+        self.filtered = False
 
     def _prepare(self) -> None:
         """In the template's process before it starts: its control groups, and every CPU the
@@ -114,6 +118,8 @@ class TemplateClient:
             if "spawned" in reply:
                 # An earlier worker's end with the same pid (reused) came before: not this one's.
                 self._ended.pop(reply["spawned"], None)
+                self._usage.pop(reply["spawned"], None)
+                self.filtered = reply.get("filtered") is True
                 return reply["spawned"]
 
     def kill(self, pid: int) -> None:
@@ -128,6 +134,10 @@ class TemplateClient:
     def status_of(self, pid: int) -> int | None:
         return self._ended.get(pid)
 
+    def usage_of(self, pid: int) -> tuple[float, int] | None:
+        """An ended worker's CPU seconds and peak resident bytes, as the template reaped it."""
+        return self._usage.get(pid)
+
     def wait(self, pid: int, timeout: float) -> int | None:
         end = time.monotonic() + timeout
         while pid not in self._ended and (left := end - time.monotonic()) > 0:
@@ -137,6 +147,7 @@ class TemplateClient:
 
     def forget(self, pid: int) -> None:
         self._ended.pop(pid, None)
+        self._usage.pop(pid, None)
 
     def _read(self) -> dict:
         data = b"" if self.dead else self.sock.recv(65536)
@@ -145,8 +156,10 @@ class TemplateClient:
             raise RuntimeError("the sandbox's template process ended unexpectedly")
         message = json.loads(data)
         if "ended" in message:
-            pid, status = message["ended"]
+            pid, status, *usage = message["ended"]
             self._ended[pid] = status
+            if len(usage) == 2:
+                self._usage[pid] = (float(usage[0]), int(usage[1]))
         return message
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from autograder.commands import cli
 from autograder.facts.points import PACKAGE, PARTS
@@ -31,7 +32,7 @@ from autograder.facts.protocol import StudentError
 from autograder.grading import grade
 from autograder.outputs import report
 from autograder.sandbox import client as sandbox
-from autograder.sandbox import host_wait, retries, template_client
+from autograder.sandbox import confine, host_wait, retries, template_client
 from autograder.sources.release import SOLUTIONS
 
 #: A few part-7 tests whose requests build a CharLM, load weights into it and run it: a
@@ -172,11 +173,71 @@ def test_kills_of_a_request_its_fresh_worker_and_its_replay_cost_nothing(
     assert len(graded.grader_events) == len(plan)
 
 
-def test_a_kill_that_recurs_at_the_same_request_is_the_submissions(
+@pytest.mark.skipif(
+    not confine.available_kernel_layers()[0], reason="no system-call filter here"
+)
+def test_kills_from_outside_that_recur_at_the_same_request_cost_nothing(
+    reference, clean, monkeypatch
+):
+    """A worker cannot send itself a SIGKILL (the system-call filter), nor earn one from the
+    kernel for a limit of its own here: a worker killed twice, three times at one request was
+    killed from outside each time, and each kill is retried."""
+    plan = ["struck", "struck", "struck"]
+    made = kill_on_plan(monkeypatch, plan)
+    graded = graded_with(reference)
+    assert made == plan and outcomes(graded) == outcomes(clean)
+    assert len(graded.grader_events) == len(plan)
+    assert all("cannot send itself" in event for event in graded.grader_events)
+
+
+@pytest.mark.parametrize(
+    "case, outside",
+    [
+        ("a SIGKILL", True),
+        ("a SIGTERM", True),
+        ("a SIGKILL past its CPU limit", False),
+        ("a SIGKILL as the sandbox's memory group ran out", False),
+        ("a SIGKILL past its memory on a GPU", False),
+        ("a SIGKILL on a GPU", True),
+        ("a SIGSEGV", False),
+        ("a SIGKILL without the filter", False),
+        ("the status of a lost connection", False),
+    ],
+)
+def test_a_kill_is_from_outside_only_where_the_worker_could_not_cause_it(case, outside):
+    """What the template reaped decides: a signal the filter kept the worker from sending
+    (SIGSEGV it may send), and none the kernel sends for a limit of the worker's own."""
+    limits = sandbox.Limits()
+    allowed = confine.cpu_seconds_allowed(limits)
+    cpu = allowed + 1.0 if "CPU" in case else 3.0
+    peak = limits.memory + 1 if "past its memory" in case else 1 << 20
+    kills = iter([1, 2] if "memory group" in case else [1, 1])
+    submission = sandbox.IsolatedSubmission.__new__(sandbox.IsolatedSubmission)
+    submission.limits, submission._pid = limits, 42
+    submission.device = torch.device("cuda" if "GPU" in case else "cpu")
+    submission._oom_kills = next(kills)
+    client = SimpleNamespace(
+        filtered="without the filter" not in case,
+        usage_of=lambda pid: (cpu, peak) if pid == 42 else None,
+        groups=SimpleNamespace(oom_kills=lambda: next(kills)),
+    )
+    status = {"SIGTERM": signal.SIGTERM, "SIGSEGV": signal.SIGSEGV}.get(
+        case.split()[1], signal.SIGKILL
+    )
+    if "lost connection" in case:
+        status = 72 << 8
+    assert submission._from_outside(client, status) is outside
+
+
+def test_where_a_kill_may_be_its_own_one_that_recurs_at_the_same_request_is(
     reference, clean, monkeypatch, tmp_path
 ):
-    """Seen from outside, a worker killed twice at one request is a worker that ends itself
-    there: that request fails, nothing else, and the grade is final."""
+    """Without the filter's word (``_from_outside``: a worker able to send itself a SIGKILL), a
+    worker killed twice at one request looks like a worker that ends itself there: that request
+    fails, nothing else, and the grade is final."""
+    monkeypatch.setattr(
+        sandbox.IsolatedSubmission, "_from_outside", lambda *args: False
+    )
     made = kill_on_plan(monkeypatch, ["struck", "struck"])
     graded = graded_with(reference)
     assert made == ["struck", "struck"] and graded.grader_events == []
@@ -207,12 +268,12 @@ def test_ends_that_do_not_recur_past_the_retries_are_the_graders_failure(
 
     monkeypatch.setattr(sandbox.IsolatedSubmission, "_send_by", sending)
     graded = grade.grade_one("reference", reference, SETTINGS)
-    assert graded.failed and "did not recur" in graded.detail
+    assert graded.failed and "not of its doing" in graded.detail
     assert len(struck) <= retries.MAX_RETRIES + 1  # or their time ran out first
     report.write_submission(tmp_path, graded, digests={"submission": "s", "suite": "t"})
     row = report.gradebook_row(tmp_path, "reference")
     assert row["score"] == "" and all(row[f"part{k}"] == "" for k in PARTS)
-    assert "did not recur" in row["problems"]
+    assert "not of its doing" in row["problems"]
 
 
 def test_a_kill_with_the_request_unread_is_retried(reference, clean, monkeypatch):
@@ -382,12 +443,12 @@ def end_by(how):
         time.sleep(3600)
     raise ValueError(how)
 """
-ENDS = [
-    "the status of a lost connection",
+ENDS = ["the status of a lost connection", "its own sockets shut"]
+#: Ends the system-call filter keeps a worker from: each would read as a kill from outside.
+REFUSED_ENDS = [
     "SIGKILL sent to itself",
     "SIGTERM sent to itself",
     "a CPU limit it lowered",
-    "its own sockets shut",
 ]
 
 
@@ -412,6 +473,27 @@ def test_a_worker_that_ends_itself_loses_that_request_only(tmp_path, how):
         with pytest.raises(StudentError, match="so it was not run again"):
             hw.call("masks.end_by", how)
         assert hw.call("masks.answer", 2) == 2
+
+
+@pytest.mark.skipif(
+    not confine.available_kernel_layers()[0], reason="no system-call filter here"
+)
+@pytest.mark.parametrize("how", REFUSED_ENDS)
+def test_a_worker_cannot_end_itself_as_if_killed_from_outside(tmp_path, how):
+    """The call that would end it is refused (EPERM): the request fails with that error in
+    the student's code, the worker lives on, and no grader event is left."""
+    root = tmp_path / "sub"
+    shutil.copytree(SOLUTIONS, root / PACKAGE)
+    masks = root / PACKAGE / "masks.py"
+    masks.write_text(masks.read_text() + ENDS_ITSELF)
+    with sandbox.IsolatedSubmission(root) as hw:
+        assert hw.call("masks.answer", 1) == 1
+        pid = hw._pid
+        with pytest.raises(StudentError) as refused:
+            hw.call("masks.end_by", how)
+        assert refused.value.type_name in ("PermissionError", "ValueError")
+        assert hw.call("masks.answer", 2) == 2
+        assert hw._pid == pid and hw.grader_events == []
 
 
 #: Student code that spins in processes of its own beside a request that spins too.

@@ -408,7 +408,7 @@ def try_on_child_and_self(numbers):
     found["ioprio_set(IOPRIO_WHO_USER)"] = outcome(
         lambda: libc.syscall(numbers["ioprio_set"], 3, 0, io_best_effort)
     )
-    os.kill(child, signal.SIGKILL)
+    os.kill(child, signal.SIGABRT)  # SIGKILL is not among the signals a worker may send
     os.waitpid(child, 0)
     return found
 """
@@ -442,6 +442,93 @@ def test_student_code_changes_the_limits_of_itself_only_and_no_priority_or_cpus(
         "setpriority(PRIO_USER)": errno.EPERM,
         "ioprio_set(IOPRIO_WHO_USER)": errno.EPERM,
     }
+
+
+SIGNALS = """
+import ctypes
+import errno
+import fcntl
+import os
+import resource
+import signal
+import socket
+import threading
+
+
+def try_signals(clone):
+    \"\"\"Each way to have a signal sent: the errno it met (0: done).\"\"\"
+    libc = ctypes.CDLL(None, use_errno=True)
+    child = os.fork()
+    if child == 0:
+        try:
+            signal.pause()
+        finally:
+            os._exit(0)
+
+    def outcome(call):
+        try:
+            result = call()
+        except OSError as exc:
+            return exc.errno
+        except ValueError:  # resource.setrlimit's word for EPERM
+            return errno.EPERM
+        return ctypes.get_errno() if result == -1 else 0
+
+    read_end, _ = os.pipe()
+    sock = socket.socket()
+    found = {
+        "SIGKILL to itself": outcome(lambda: os.kill(os.getpid(), signal.SIGKILL)),
+        "SIGTERM to its group": outcome(lambda: os.kill(0, signal.SIGTERM)),
+        "SIGKILL to its child": outcome(lambda: os.kill(child, signal.SIGKILL)),
+        "SIGUSR1 to a thread": outcome(
+            lambda: signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
+        ),
+        "SIGKILL by pidfd": outcome(
+            lambda: signal.pidfd_send_signal(os.pidfd_open(child), signal.SIGKILL)
+        ),
+        "signal 0": outcome(lambda: os.kill(os.getpid(), 0)),
+        "ITIMER_VIRTUAL": outcome(lambda: signal.setitimer(signal.ITIMER_VIRTUAL, 100)),
+        "ITIMER_PROF": outcome(lambda: signal.setitimer(signal.ITIMER_PROF, 100)),
+        "ITIMER_REAL": outcome(lambda: signal.setitimer(signal.ITIMER_REAL, 0)),
+        "F_SETOWN": outcome(lambda: fcntl.fcntl(read_end, fcntl.F_SETOWN, os.getpid())),
+        "F_SETSIG": outcome(lambda: fcntl.fcntl(read_end, 10, signal.SIGKILL)),
+        "FIOSETOWN": outcome(
+            lambda: fcntl.ioctl(sock, 0x8901, ctypes.c_int(os.getpid()))
+        ),
+        "a lower CPU limit": outcome(
+            lambda: resource.setrlimit(resource.RLIMIT_CPU, (1, 1))
+        ),
+        "a child that signals SIGKILL at its end": outcome(
+            lambda: libc.syscall(clone, signal.SIGKILL, 0, 0, 0, 0) or os._exit(0)
+        ),
+        "SIGABRT to its child": outcome(lambda: os.kill(child, signal.SIGABRT)),
+    }
+    os.waitpid(child, 0)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)
+    found["fork"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return found
+"""
+
+
+@pytest.mark.skipif(
+    platform.machine() not in confine.SIGNAL_CALLS,
+    reason="no system-call filter for this machine",
+)
+def test_student_code_can_send_no_signal_that_reads_as_a_kill_from_outside(tmp_path):
+    """A worker may send only the signals of its own ends (a crash, its limits, its timer),
+    and may not have the kernel send it another later: an end by any other signal is then the
+    host's (``autograder.sandbox.retries``), however often it comes."""
+    clone = confine._FILTER_ABI[platform.machine()][2]
+    with IsolatedSubmission(submission(tmp_path, masks=SIGNALS)) as hw:
+        found = hw.call("masks.try_signals", clone)
+    allowed = {"signal 0", "ITIMER_REAL", "SIGABRT to its child"}
+    assert found == {
+        **{way: 0 if way in allowed else errno.EPERM for way in found},
+        "fork": 7,
+    }
+    assert len(found) == 16
 
 
 def test_the_template_kills_what_an_ended_worker_left_however_deep():
@@ -502,12 +589,12 @@ def test_a_new_worker_is_not_taken_for_an_earlier_one_with_the_same_pid():
     one has not ended."""
     ours, template_side = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     client = template_client.TemplateClient.__new__(template_client.TemplateClient)
-    client.sock, client.dead, client._ended = ours, False, {}
+    client.sock, client.dead, client._ended, client._usage = ours, False, {}, {}
     with ours, template_side:
-        template_side.send(json.dumps({"ended": [300, 9]}).encode())
+        template_side.send(json.dumps({"ended": [300, 9, 0.5, 1 << 20]}).encode())
         template_side.send(json.dumps({"spawned": 300}).encode())
         assert client.spawn([], {}) == 300
-        assert client.status_of(300) is None
+        assert client.status_of(300) is None and client.usage_of(300) is None
 
 
 LANDLOCK = pytest.mark.skipif(
@@ -590,7 +677,7 @@ def reach_others():
             found["own child"] = outcome
         else:
             found.setdefault("others", {})[name] = outcome
-    os.kill(child, 9)
+    os.kill(child, signal.SIGABRT)  # a worker may not send SIGKILL
     os.waitpid(child, 0)
     return found
 """
