@@ -10,8 +10,9 @@ believes"), and such a grade says so in its problems.
 
     python benchmarks/soak.py [--copies 12] [--jobs CPUS] [--kill-every 5] [--hog-gb 1.5]
 
-Prints one JSON line: copies, how many kept full marks, workers killed, grades that met a
-grader-side event, seconds, and the load average.
+Prints one JSON line: copies, how many kept full marks, the undecided ones (their retries spent:
+the grader's failure, no points lost) and why, workers killed, grades that met a grader-side
+event, why each copy that lost points lost them, seconds, and the load average.
 """
 
 from __future__ import annotations
@@ -81,13 +82,17 @@ def main() -> None:
                 neighbour.wait()
         seconds = time.monotonic() - started
         rows = _gradebook(out / "gradebook.csv")
+        # An empty score: the grading was undecided (the grader's failure, no points lost).
+        undecided = {name: r["problems"] for name, r in rows.items() if not r["score"]}
+        scored = {name: r for name, r in rows.items() if name not in undecided}
         print(
             json.dumps(
                 {
                     "copies": args.copies,
                     "full_marks": sum(
-                        int(r["score"]) == TOTAL_POINTS for r in rows.values()
+                        int(r["score"]) == TOTAL_POINTS for r in scored.values()
                     ),
+                    "undecided": undecided,
                     "jobs": args.jobs,
                     "workers_killed": len(kills),
                     "grades_with_grader_events": sum(
@@ -97,7 +102,7 @@ def main() -> None:
                     # why each copy that lost points lost them
                     "lost": {
                         name: r["problems"]
-                        for name, r in rows.items()
+                        for name, r in scored.items()
                         if int(r["score"]) != TOTAL_POINTS
                     },
                     "seconds": round(seconds, 1),

@@ -143,7 +143,7 @@ class IsolatedSubmission(Submission):
         self._oom_kills: int | None = None  # the sandbox's, as its worker started
         self._journal = _Journal()
         self._rebuild = False  # the next worker is brought to the lost one's state
-        self._retries = retries.Retries()
+        self._retries = retries.Retries(self.limits.submission_timeout)
         # Each request retried, and its grader event, which goes if its end recurs.
         self._retried_events: dict[int, str] = {}
         self._host_wait = host_wait.HostWait()

@@ -253,9 +253,13 @@ def test_where_a_kill_may_be_its_own_one_that_recurs_at_the_same_request_is(
 def test_ends_that_do_not_recur_past_the_retries_are_the_graders_failure(
     reference, monkeypatch, tmp_path
 ):
-    """A worker killed once at each of many requests, never again at the same one: every end
-    is the host's, so once the retries are spent the grading is the grader's failure, with an
-    empty gradebook row (not zeros) that says why."""
+    """A worker killed once at each of many requests, never again at the same one, where the
+    grader cannot tell a kill from outside (``_from_outside``): every end is the host's, so once
+    the retries are spent the grading is the grader's failure, with an empty gradebook row (not
+    zeros) that says why."""
+    monkeypatch.setattr(
+        sandbox.IsolatedSubmission, "_from_outside", lambda *args: False
+    )
     send_by = sandbox.IsolatedSubmission._send_by
     struck: set[int] = set()
 
@@ -274,6 +278,34 @@ def test_ends_that_do_not_recur_past_the_retries_are_the_graders_failure(
     row = report.gradebook_row(tmp_path, "reference")
     assert row["score"] == "" and all(row[f"part{k}"] == "" for k in PARTS)
     assert "not of its doing" in row["problems"]
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_retries_of_kills_from_outside_recur_freely_within_the_time_limit():
+    """Ends from outside at one request are retried each time, leave the budget of undecided
+    ends whole, and stop only when their retries would pass the submission's time limit."""
+    clock = _Clock()
+    record = retries.Retries(outside_limit=100.0, clock=clock)
+    clock.now = 30.0
+    for _ in range(3 * retries.MAX_RETRIES):  # far more than undecided ends may take
+        assert record.judge(7, False, 1.0, outside=True) is retries.Verdict.RETRY
+        clock.now += 2.0
+        record.charge(2.0)
+    assert record.spent_outside == 72.0 and record.spent == 0.0
+    # An undecided end still has its budget: the 30 s the grading took, and the slack.
+    assert record.judge(8, False, 40.0) is retries.Verdict.RETRY
+    clock.now += 40.0
+    record.charge(40.0)
+    assert record.judge(8, False, 1.0) is retries.Verdict.OWN  # it recurred
+    assert record.judge(9, False, 29.0, outside=True) is retries.Verdict.GRADER_FAILURE
+    assert "time limit" in record.exhausted()
 
 
 def test_a_kill_with_the_request_unread_is_retried(reference, clean, monkeypatch):
