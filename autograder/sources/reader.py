@@ -11,15 +11,19 @@ watch, tells a student at once.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import functools
+import hashlib
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+from autograder.facts import rules as rules_module
 from autograder.facts.points import MODULES, PACKAGE
 from autograder.facts.rules import (
     ALLOWED_PATHS,
@@ -125,7 +129,13 @@ def clashing_names(sources: dict[str, str]) -> frozenset[str]:
 def _library_private_names() -> frozenset[str]:
     """``library_private_names`` as a fresh Python finds it, importing only the libraries a
     student file may import: the answer never depends on what this process happens to have
-    loaded (a grading process or a test run loads more of torch). Once per process."""
+    loaded (a grading process or a test run loads more of torch). Once per installation: kept
+    in the user's cache folder (``_private_names_file``), found afresh where it is not there."""
+    kept = _private_names_file()
+    with contextlib.suppress(OSError, ValueError):
+        names = json.loads(kept.read_text())
+        if isinstance(names, list) and all(type(n) is str for n in names):
+            return frozenset(names)
     code = (
         "import json; from autograder.sources.reader import library_private_names; "
         "print(json.dumps(sorted(library_private_names())))"
@@ -138,7 +148,33 @@ def _library_private_names() -> frozenset[str]:
         check=True,
         cwd=_ENGINE_ROOT,
     )
-    return frozenset(json.loads(done.stdout))
+    names = json.loads(done.stdout)
+    with contextlib.suppress(
+        OSError
+    ):  # a cache folder that cannot be written: next time
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        partial = kept.with_name(f"{kept.name}.{os.getpid()}")
+        partial.write_text(json.dumps(names))
+        os.replace(partial, kept)
+    return frozenset(names)
+
+
+def _private_names_file() -> Path:
+    """Where ``_library_private_names`` keeps its answer: a file named by a digest of all it
+    depends on (this Python, the code that finds the names, and the installed files of each
+    importable library), so that another version of any of them finds them afresh."""
+    key = [sys.executable, sys.version]
+    for code in (Path(__file__), Path(rules_module.__file__)):
+        key.append(hashlib.sha256(code.read_bytes()).hexdigest())
+    for root in sorted(ROOTS):
+        origin = getattr(importlib.util.find_spec(root), "origin", None)  # not imported
+        with contextlib.suppress(OSError, TypeError):
+            found = os.stat(origin)
+            origin = f"{origin} {found.st_size} {found.st_mtime_ns}"
+        key.append(f"{root} {origin}")
+    digest = hashlib.sha256("\n".join(key).encode()).hexdigest()[:32]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "autograder" / f"library-private-names-{digest}.json"
 
 
 def library_private_names() -> frozenset[str]:

@@ -5,8 +5,11 @@ the student's own code, correct idioms, comments and strings are not."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -596,3 +599,32 @@ def test_the_rules_students_read_name_everything_the_reader_refuses(capsys):
     assert capsys.readouterr().out.strip() == "\n\n".join(
         f"- {rule}" for rule in rules.student_rules()
     )
+
+
+def test_library_private_names_are_found_once_per_installation(tmp_path, monkeypatch):
+    """Found by a fresh Python the first time (a stand-in here), then read from the user's
+    cache folder; a file there that is not a list of names is found afresh, and another Python
+    keys another file."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    fresh: list[str] = []
+
+    def fresh_python(*args, **kwargs):
+        fresh.append(args[0][-1])
+        return subprocess.CompletedProcess(args, 0, stdout='["_C", "_private"]')
+
+    monkeypatch.setattr(reader.subprocess, "run", fresh_python)
+    reader._library_private_names.cache_clear()
+    try:
+        assert reader._library_private_names() == {"_C", "_private"} and len(fresh) == 1
+        kept = reader._private_names_file()
+        assert kept.parent == tmp_path / "autograder"
+        assert json.loads(kept.read_text()) == ["_C", "_private"]
+        reader._library_private_names.cache_clear()
+        assert reader._library_private_names() == {"_C", "_private"} and len(fresh) == 1
+        kept.write_text('{"not": "a list"}')
+        reader._library_private_names.cache_clear()
+        assert reader._library_private_names() == {"_C", "_private"} and len(fresh) == 2
+        monkeypatch.setattr(reader.sys, "version", sys.version + " (another)")
+        assert reader._private_names_file() != kept
+    finally:
+        reader._library_private_names.cache_clear()
