@@ -19,6 +19,10 @@ to the case's ``select``, as ``check_heldout`` runs it), with diagnosis on, and 
 * right: a catch whose likely mistakes include the expected description (or the diagnosis
   phrase of a zoo mutant it describes, the words the suite's own messages name it by);
 * wrong in its own part: a catch that names another mistake (any name, for ``unknown``);
+* from an earlier part: a catch in a ``multi`` case's later part whose test fails without that
+  part's own edits too (graded so, apart): the failure comes from the earlier part, where the
+  rule is to name nothing (or the part's own mistake, where it shows as well). The rate of right
+  names is given with and without them;
 * wrong in later parts: a failing test of another part that names any mistake (such a
   failure comes from the case's part: the rule is to name nothing there);
 * named on a correct case: any name in any test, its every test diagnosed as if it had failed
@@ -42,6 +46,7 @@ from pathlib import Path
 
 from autograder.batches.zoo import LIKELY, parts_reaching
 from autograder.batches.zoo.rates import _DiagnoseEveryTest
+from autograder.facts.points import part_of_file
 from autograder.grading import grade
 from autograder.sources import runner
 from autograder.sources.zoo.mutants import CATALOGUE
@@ -58,6 +63,11 @@ class Tally:
     unnamed: int = 0  # catches of a mistake with no name (``unknown``)
     right: int = 0
     wrong_own: int = 0
+    # catches in a multi case's later part that fail without that part's own edits too: they
+    # come from an earlier part, where the rule is to name nothing (or the part's own mistake)
+    from_earlier: int = 0
+    from_earlier_named_other: int = 0
+    from_earlier_right: int = 0  # of ``right``, those among ``from_earlier``
     later_failures: int = 0
     wrong_later: int = 0
     correct_tests: int = 0
@@ -77,12 +87,22 @@ class Tally:
             )
         named = self.catches - self.unnamed
         rate = f" ({100 * self.right / named:.0f} %)" if named else ""
-        return (
+        line = (
             f"{label:>10}: {self.cases} cases, catches {self.catches}, right "
             f"{self.right}/{named}{rate}, wrong in own part "
             f"{self.wrong_own}/{self.catches}, wrong in later parts "
             f"{self.wrong_later}/{self.later_failures} failing tests"
         )
+        if self.from_earlier:
+            own = named - self.from_earlier
+            right = self.right - self.from_earlier_right
+            line += (
+                f"; of the catches, {self.from_earlier} come from an earlier part "
+                f"({self.from_earlier_named_other} named another mistake): without them "
+                f"right {right}/{own}"
+                + (f" ({100 * right / own:.0f} %)" if own else "")
+            )
+        return line
 
 
 def parts_to_run(case: Case, folder: Path) -> frozenset[int]:
@@ -121,7 +141,15 @@ def phrases(description: str | None) -> tuple[str, ...]:
     return (description, *sorted(found))
 
 
-def tally(case: Case, tests) -> Tally:
+def without_part(case: Case, part: int) -> Case:
+    """The case with its edits of ``part``'s files left out, the others kept."""
+    edits = () if part_of_file(case.file) == part else case.edits
+    extra = tuple(e for e in case.extra if part_of_file(e[0]) != part)
+    return replace(case, edits=edits, extra=extra)
+
+
+def tally(case: Case, tests, from_earlier: frozenset[str] = frozenset()) -> Tally:
+    """``from_earlier``: the catches (test names) that fail without their part's own edits."""
     found = Tally(cases=1)
     own = expected_of(case)
     for t in tests:
@@ -136,10 +164,14 @@ def tally(case: Case, tests) -> Tally:
             found.catches += 1
             found.unnamed += own[t.part] is None
             want = phrases(own[t.part])
+            earlier = t.name in from_earlier
+            found.from_earlier += earlier
             if any(w.lower() in n.lower() for w in want for n in names):
                 found.right += 1
+                found.from_earlier_right += earlier
             elif names:
                 found.wrong_own += 1
+                found.from_earlier_named_other += earlier
                 print(f"    wrong in part {t.part}: {t.name}: {names}")
         else:
             found.later_failures += 1
@@ -168,6 +200,9 @@ def measure(
                     (case.name, folder)
                 )
         by_name = {case.name: case for case in cases}
+        earlier = _from_earlier(
+            [c for c in cases if c.kind == "multi"], Path(tmp), settings, jobs
+        )
         for k, members in groups.items():
             for name, graded in grade.grade_many(
                 members, replace(settings, keyword=k), jobs
@@ -175,7 +210,7 @@ def measure(
                 case = by_name[name]
                 if graded.failed:
                     raise RuntimeError(f"{name}: {graded.detail}")
-                found = tally(case, graded.tests)
+                found = tally(case, graded.tests, earlier.get(name, frozenset()))
                 failures[name] = [
                     (t.part, t.name, t.message)
                     for t in graded.tests
@@ -206,6 +241,33 @@ def measure(
                     )
                 )
     return by_kind
+
+
+def _from_earlier(
+    cases: list[Case], tmp: Path, settings, jobs: int
+) -> dict[str, frozenset[str]]:
+    """Per multi case, the tests of each own part but its first that fail without that part's
+    own edits too (graded on the case with them left out)."""
+    variants, parts = [], {}
+    for case in cases:
+        for part in sorted(expected_of(case))[1:]:
+            name = f"{case.name}--without-part{part}"
+            folder = build(without_part(case, part), tmp / name)
+            variants.append((keyword(case, frozenset({part})), name, folder))
+            parts[name] = (case.name, part)
+    found: dict[str, set[str]] = defaultdict(set)
+    for k in {k for k, _, _ in variants}:
+        members = [(name, folder) for kk, name, folder in variants if kk == k]
+        for name, graded in grade.grade_many(
+            members, replace(settings, keyword=k), jobs
+        ):
+            case_name, part = parts[name]
+            found[case_name] |= {
+                t.name
+                for t in graded.tests
+                if t.part == part and not (t.passed or t.skipped)
+            }
+    return {name: frozenset(tests) for name, tests in found.items()}
 
 
 def main() -> None:
