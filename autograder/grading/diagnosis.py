@@ -42,7 +42,13 @@ from autograder.facts.points import (
     failed_earlier,
     failed_reached,
 )
-from autograder.facts.protocol import ErrorInfo, Handle, StudentError, map_plain
+from autograder.facts.protocol import (
+    ErrorInfo,
+    Handle,
+    StudentError,
+    map_plain,
+    tensors_in,
+)
 from autograder.sandbox.executor import Executor, InProcessSubmission
 from autograder.sources import intake, runner
 from autograder.sources.release import SOLUTIONS
@@ -832,6 +838,7 @@ def amended(
     device,
     hidden: bool,
     uses: tuple[int, ...] = (),
+    hw=None,
 ):
     """``exc`` with the diagnosis added to its message. A failure that may come from another
     part names no mistake: where a part the test runs (its part's, and its marker's ``uses``)
@@ -844,7 +851,9 @@ def amended(
     student's ``transformer_hw/``), or where the suite named a known mistake (``confirmed``);
     a name of another is taken out, and the replay's diagnosis given instead. ``exc`` is an
     ``AssertionError``, a ``StudentError`` or pytest's failure. A file the grader could not use
-    ran no code: there is nothing to diagnose."""
+    ran no code: there is nothing to diagnose. Where no mistake matches, ``hw`` (the student's
+    submission) is asked whether a call of the test changes an argument in place
+    (``_changes_in_place``)."""
     blocked = failed_earlier(part, uses, journal.failed_parts)
     if blocked:
         found, on_top = _on_top_of_earlier(journal, blocked, part, device)
@@ -876,6 +885,8 @@ def amended(
     message = runner.explain(_without_likely(exc, hidden), hidden)
     refuted: set[str] = set()
     found = matching(journal.entries, part, device, earlier, refuted)
+    if not found and hw is not None and _changes_in_place(hw, journal.entries):
+        found = frozenset({IN_PLACE})
     one = next(iter(found)) if len(found) == 1 else None
     journal.named[part].append(one)
     better = _with_message(
@@ -886,6 +897,53 @@ def amended(
         better.among = tuple(sorted((d, _phrases(d)) for d in found))
     better.refuted = tuple(sorted((d, _phrases(d)) for d in refuted))
     return _marked_on_top(better, journal, mutual, part, device)
+
+
+#: The mistake of changing an argument in place, as the zoo describes it.
+IN_PLACE = next(
+    m.description
+    for m in CATALOGUE
+    if m.diagnosis == "in-place operation on an argument"
+)
+#: The most calls of one failing test ``_changes_in_place`` makes again.
+MAX_IN_PLACE_CHECKS = 8
+
+
+def _changes_in_place(hw, entries: list[Entry]) -> bool:
+    """Whether a call of the test, made again in the student's process as a ``checked``
+    request (its tensor arguments handed over as copies, compared with what was sent once it
+    returns), changes one of its arguments in place. Such a mistake shows in most tests only
+    as wrong values (a block whose norm centres the block's input, which its residual then
+    adds), and the zoo makes it in a few places only, so no replay need answer alike. Made
+    again, outside the test's journal: a function, or a module called, that answered without
+    an error, whose arguments hold tensors and no handle. Nothing else: a call changes a cache,
+    a model or an optimizer handed to it by design, and a later test may hold the same one."""
+    calls = [
+        e
+        for e in entries
+        if (e.op == "call" or (e.op == "method" and e.name in ("__call__", "forward")))
+        and e.error is None
+        and tensors_in(e.args, e.kwargs)
+        and not _holds_handle((e.args, e.kwargs))
+    ]
+    journal, hw.journal = hw.journal, None
+    try:
+        for e in calls[:MAX_IN_PLACE_CHECKS]:
+            with contextlib.suppress(Exception):
+                _, changed = hw.request(
+                    "checked", e.target, e.name, *e.args, **e.kwargs
+                )
+                if changed:
+                    return True
+    finally:
+        hw.journal = journal
+    return False
+
+
+def _holds_handle(value) -> bool:
+    found: list[bool] = []
+    map_plain(value, lambda v: found.append(isinstance(v, Handle)))
+    return any(found)
 
 
 def _marked_on_top(exc, journal: Journal, mutual: set[int], part: int, device):

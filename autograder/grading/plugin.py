@@ -327,6 +327,7 @@ def pytest_runtest_call(item):
                 hw.device,
                 hidden,
                 tuple(uses.args) if uses else (),
+                hw,
             )
         if better is exc:
             raise

@@ -1126,3 +1126,22 @@ def test_a_kind_of_operation_made_anywhere_is_never_refuted(tmp_path):
         "test_layer_norm_float32_and_gradients",
     }
     assert all("in-place operation on an argument" in r.diagnosis for r in seen)
+
+
+def test_an_argument_changed_in_place_that_shows_as_wrong_values_is_named(tmp_path):
+    """RoPE rotating its argument's pairs in place, the odd ones from the even ones already
+    rotated: every test sees wrong values, and the zoo makes no such mutant of the rotation.
+    The test's calls, made again on copies in the student's process, show the argument
+    changed: the mistake is named in each of part 4's failures."""
+    old = (
+        "    rotated = torch.stack(\n        (a * cos - b * sin, a * sin + b * cos), dim=-1\n"
+        "    )  # (..., T, d/2, 2)\n    return rotated.flatten(-2)  # (..., T, d_head)\n"
+    )
+    new = "    a[...] = a * cos - b * sin\n    b[...] = a * sin + b * cos\n    return x\n"
+    folder = _reference_with(tmp_path, "rope.py", old, new)
+    results, _ = runner.run_suite(folder, ["-k", "test_part4 and apply_rope"], [])
+    failed = [r for r in results if not r.passed]
+    assert len(failed) >= 4
+    assert all(r.diagnosis == diagnosis.IN_PLACE for r in failed), [
+        (r.name, r.diagnosis) for r in failed
+    ]
