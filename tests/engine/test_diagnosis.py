@@ -1137,7 +1137,9 @@ def test_an_argument_changed_in_place_that_shows_as_wrong_values_is_named(tmp_pa
         "    rotated = torch.stack(\n        (a * cos - b * sin, a * sin + b * cos), dim=-1\n"
         "    )  # (..., T, d/2, 2)\n    return rotated.flatten(-2)  # (..., T, d_head)\n"
     )
-    new = "    a[...] = a * cos - b * sin\n    b[...] = a * sin + b * cos\n    return x\n"
+    new = (
+        "    a[...] = a * cos - b * sin\n    b[...] = a * sin + b * cos\n    return x\n"
+    )
     folder = _reference_with(tmp_path, "rope.py", old, new)
     results, _ = runner.run_suite(folder, ["-k", "test_part4 and apply_rope"], [])
     failed = [r for r in results if not r.passed]
