@@ -130,7 +130,7 @@ SCHEDULING_CALLS = (
 #: name the target, each with the value that means "this process"). Another process of the same
 #: uid (the template, where workers share the grader's uid) would otherwise take on a worker's
 #: limits, and every worker forked after it with them. prlimit64 may only read limits
-#: (``_ARGUMENT_RULES``): a CPU limit lowered to its hard limit ends a worker by the kernel's
+#: (``_argument_rules``): a CPU limit lowered to its hard limit ends a worker by the kernel's
 #: SIGKILL, which would read as a kill from outside.
 _IOPRIO_WHO_PROCESS = 1
 _SELF = ((0, 0),)  # the pid is argument 0; 0 is the caller
@@ -430,7 +430,7 @@ def worker_protections(bubblewrap: bool) -> list[str]:
     if filtered:
         calls = (
             "a system-call filter: no user namespaces, setns, ptrace, io_uring, userfaultfd, "
-            "bpf, perf events or kernel keyrings"
+            "bpf, perf events or kernel keyrings, and no signal but those of its own ends"
         )
     else:
         calls = "NO system-call filter (seccomp unavailable here)"
