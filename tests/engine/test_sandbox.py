@@ -362,30 +362,46 @@ def test_student_code_cannot_reach_user_namespaces_or_rare_kernel_interfaces(tmp
     }
 
 
-SELF_ONLY = """
+#: What the probes below share, in the student's file: a child that waits to be signalled, and
+#: the errno a call meets (0: done; ``resource.setrlimit`` says EPERM with a ValueError).
+PROBE_HELPERS = """
 import ctypes
+import errno
 import os
-import resource
 import signal
 
 
-def try_on_child_and_self(numbers):
-    \"\"\"Each call on a child of this process, then on this process: the errno (0: done).\"\"\"
-    libc = ctypes.CDLL(None, use_errno=True)
+def paused_child():
     child = os.fork()
     if child == 0:
         try:
             signal.pause()
         finally:
             os._exit(0)
+    return child
 
-    def outcome(call):
-        try:
-            result = call()
-        except OSError as exc:
-            return exc.errno
-        return ctypes.get_errno() if result == -1 else 0
 
+def errno_of(call):
+    try:
+        result = call()
+    except OSError as exc:
+        return exc.errno
+    except ValueError:
+        return errno.EPERM
+    return ctypes.get_errno() if result == -1 else 0
+"""
+
+
+SELF_ONLY = (
+    PROBE_HELPERS
+    + """
+import resource
+
+
+def try_on_child_and_self(numbers):
+    \"\"\"Each call on a child of this process, then on this process: the errno (0: done).\"\"\"
+    libc = ctypes.CDLL(None, use_errno=True)
+    child = paused_child()
     attr = (ctypes.c_uint32 * 12)(48)  # struct sched_attr: size 48, SCHED_OTHER, nice 0
     io_best_effort = (2 << 13) | 4
     calls = {
@@ -401,17 +417,18 @@ def try_on_child_and_self(numbers):
         "sched_yield": lambda pid: libc.syscall(numbers["sched_yield"]),
     }
     found = {
-        name: [outcome(lambda: call(child)), outcome(lambda: call(0))]
+        name: [errno_of(lambda: call(child)), errno_of(lambda: call(0))]
         for name, call in calls.items()
     }
-    found["setpriority(PRIO_USER)"] = outcome(lambda: os.setpriority(os.PRIO_USER, 0, 0))
-    found["ioprio_set(IOPRIO_WHO_USER)"] = outcome(
+    found["setpriority(PRIO_USER)"] = errno_of(lambda: os.setpriority(os.PRIO_USER, 0, 0))
+    found["ioprio_set(IOPRIO_WHO_USER)"] = errno_of(
         lambda: libc.syscall(numbers["ioprio_set"], 3, 0, io_best_effort)
     )
     os.kill(child, signal.SIGABRT)  # SIGKILL is not among the signals a worker may send
     os.waitpid(child, 0)
     return found
 """
+)
 
 
 @pytest.mark.skipif(
@@ -444,13 +461,11 @@ def test_student_code_changes_the_limits_of_itself_only_and_no_priority_or_cpus(
     }
 
 
-SIGNALS = """
-import ctypes
-import errno
+SIGNALS = (
+    PROBE_HELPERS
+    + """
 import fcntl
-import os
 import resource
-import signal
 import socket
 import threading
 
@@ -458,50 +473,35 @@ import threading
 def try_signals(clone):
     \"\"\"Each way to have a signal sent: the errno it met (0: done).\"\"\"
     libc = ctypes.CDLL(None, use_errno=True)
-    child = os.fork()
-    if child == 0:
-        try:
-            signal.pause()
-        finally:
-            os._exit(0)
-
-    def outcome(call):
-        try:
-            result = call()
-        except OSError as exc:
-            return exc.errno
-        except ValueError:  # resource.setrlimit's word for EPERM
-            return errno.EPERM
-        return ctypes.get_errno() if result == -1 else 0
-
+    child = paused_child()
     read_end, _ = os.pipe()
     sock = socket.socket()
     found = {
-        "SIGKILL to itself": outcome(lambda: os.kill(os.getpid(), signal.SIGKILL)),
-        "SIGTERM to its group": outcome(lambda: os.kill(0, signal.SIGTERM)),
-        "SIGKILL to its child": outcome(lambda: os.kill(child, signal.SIGKILL)),
-        "SIGUSR1 to a thread": outcome(
+        "SIGKILL to itself": errno_of(lambda: os.kill(os.getpid(), signal.SIGKILL)),
+        "SIGTERM to its group": errno_of(lambda: os.kill(0, signal.SIGTERM)),
+        "SIGKILL to its child": errno_of(lambda: os.kill(child, signal.SIGKILL)),
+        "SIGUSR1 to a thread": errno_of(
             lambda: signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
         ),
-        "SIGKILL by pidfd": outcome(
+        "SIGKILL by pidfd": errno_of(
             lambda: signal.pidfd_send_signal(os.pidfd_open(child), signal.SIGKILL)
         ),
-        "signal 0": outcome(lambda: os.kill(os.getpid(), 0)),
-        "ITIMER_VIRTUAL": outcome(lambda: signal.setitimer(signal.ITIMER_VIRTUAL, 100)),
-        "ITIMER_PROF": outcome(lambda: signal.setitimer(signal.ITIMER_PROF, 100)),
-        "ITIMER_REAL": outcome(lambda: signal.setitimer(signal.ITIMER_REAL, 0)),
-        "F_SETOWN": outcome(lambda: fcntl.fcntl(read_end, fcntl.F_SETOWN, os.getpid())),
-        "F_SETSIG": outcome(lambda: fcntl.fcntl(read_end, 10, signal.SIGKILL)),
-        "FIOSETOWN": outcome(
+        "signal 0": errno_of(lambda: os.kill(os.getpid(), 0)),
+        "ITIMER_VIRTUAL": errno_of(lambda: signal.setitimer(signal.ITIMER_VIRTUAL, 100)),
+        "ITIMER_PROF": errno_of(lambda: signal.setitimer(signal.ITIMER_PROF, 100)),
+        "ITIMER_REAL": errno_of(lambda: signal.setitimer(signal.ITIMER_REAL, 0)),
+        "F_SETOWN": errno_of(lambda: fcntl.fcntl(read_end, fcntl.F_SETOWN, os.getpid())),
+        "F_SETSIG": errno_of(lambda: fcntl.fcntl(read_end, 10, signal.SIGKILL)),
+        "FIOSETOWN": errno_of(
             lambda: fcntl.ioctl(sock, 0x8901, ctypes.c_int(os.getpid()))
         ),
-        "a lower CPU limit": outcome(
+        "a lower CPU limit": errno_of(
             lambda: resource.setrlimit(resource.RLIMIT_CPU, (1, 1))
         ),
-        "a child that signals SIGKILL at its end": outcome(
+        "a child that signals SIGKILL at its end": errno_of(
             lambda: libc.syscall(clone, signal.SIGKILL, 0, 0, 0, 0) or os._exit(0)
         ),
-        "SIGABRT to its child": outcome(lambda: os.kill(child, signal.SIGABRT)),
+        "SIGABRT to its child": errno_of(lambda: os.kill(child, signal.SIGABRT)),
     }
     os.waitpid(child, 0)
     pid = os.fork()
@@ -510,6 +510,7 @@ def try_signals(clone):
     found["fork"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     return found
 """
+)
 
 
 @pytest.mark.skipif(
