@@ -149,9 +149,8 @@ def _library_private_names() -> frozenset[str]:
         cwd=_ENGINE_ROOT,
     )
     names = json.loads(done.stdout)
-    with contextlib.suppress(
-        OSError
-    ):  # a cache folder that cannot be written: next time
+    # A cache folder that cannot be written: found afresh next time.
+    with contextlib.suppress(OSError):
         kept.parent.mkdir(parents=True, exist_ok=True)
         partial = kept.with_name(f"{kept.name}.{os.getpid()}")
         partial.write_text(json.dumps(names))
