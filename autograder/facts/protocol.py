@@ -133,6 +133,8 @@ class Submission:
 
     #: Called with each request and its outcome (``autograder.grading.diagnosis.Journal``), or None.
     journal = None
+    #: Whether the requests made now read values SPEC.md leaves open (``unspecified_values``).
+    values_open = False
 
     def __init__(self, root: Path | str, device: torch.device | str = "cpu"):
         self.root = Path(root)
@@ -215,6 +217,18 @@ class Submission:
     def seed(self, seed: int) -> None:
         self.request("seed", None, None, seed)
 
+    @contextlib.contextmanager
+    def unspecified_values(self):
+        """The requests made inside read values SPEC.md leaves open, where correct code may
+        answer anything (a cache's positions never written: ``torch.empty`` or zeros); a test
+        reads them for their shape and dtype, or compares them with the same code's own.
+        The diagnosis takes their answers as given, never as a sign of a mistake."""
+        previous, self.values_open = self.values_open, True
+        try:
+            yield
+        finally:
+            self.values_open = previous
+
     def request(
         self, op: str, target: Handle | None, name: str | None, *args, **kwargs
     ):
@@ -226,10 +240,10 @@ class Submission:
             answer = answer if check is None else check(answer, args, kwargs)
         except StudentError as err:
             if self.journal is not None:
-                self.journal(op, target, name, args, kwargs, err)
+                self.journal(op, target, name, args, kwargs, err, self.values_open)
             raise
         if self.journal is not None:
-            self.journal(op, target, name, args, kwargs, answer)
+            self.journal(op, target, name, args, kwargs, answer, self.values_open)
         return answer
 
     def close(self) -> None:

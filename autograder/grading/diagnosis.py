@@ -91,6 +91,8 @@ class Entry:
     )
     where: tuple[str, str] | None = None  # ``raised_where`` of its error
     way: tuple[tuple[str, str], ...] = ()  # the public functions on its error's way
+    # Its answer reads values SPEC.md leaves open (``Submission.unspecified_values``).
+    open: bool = False
 
 
 class Journal:
@@ -125,7 +127,7 @@ class Journal:
         found = set(self.named.get(part, [])) - {None}
         return found.pop() if len(found) == 1 else None
 
-    def __call__(self, op, target, name, args, kwargs, outcome) -> None:
+    def __call__(self, op, target, name, args, kwargs, outcome, open=False) -> None:
         example = _current_example()
         if self.entries and self.entries[-1].example is not example:
             self.entries = []
@@ -143,6 +145,7 @@ class Journal:
                 example,
                 raised_where(outcome.info) if raised else None,
                 _public_chain(outcome.info) if raised else (),
+                open,
             )
         )
 
@@ -601,9 +604,9 @@ def _reference_replay(
     outcomes: list | None = None,
 ):
     """``(alike, reached, given)``: the requests the reference (or the submission at ``root``)
-    answers as the student's code did, or whose answers hang on the random numbers
-    (``given``); and the functions that ran up to the first other one it answers otherwise
-    (None when there is none). A mutant whose edits did not run by then answers that one as
+    answers as the student's code did, or whose answers hang on the random numbers or read
+    values SPEC.md leaves open (``given``); and the functions that ran up to the first other
+    one it answers otherwise (None when there is none). A mutant whose edits did not run by then answers that one as
     the reference does, so it cannot be the student's mistake. ``outcomes`` gets its
     answers, as ``_alike`` gives them."""
     root = root or stage.reference
@@ -620,7 +623,10 @@ def _reference_replay(
                 alike.add(i)
             else:
                 reached_at[i] = set(ran)
-    given = _given(root, entries, device, outcomes, alike) if reached_at else set()
+    # Values SPEC.md leaves open are given too, as the test marked them.
+    given = {i for i in reached_at if entries[i].open}
+    if set(reached_at) - given:
+        given |= _given(root, entries, device, outcomes, alike | given)
     first = min(set(reached_at) - given, default=None)
     return alike | given, None if first is None else reached_at[first], frozenset(given)
 
@@ -677,7 +683,8 @@ def _matching(
     stopped at an error of its own: ``_stopped``): where their edits act, the student's code
     does not make that mistake (``runner._unrefuted`` takes the name out of the part's other
     failures).
-    The ``given`` requests' answers hang on the random numbers: no answer there counts.
+    The ``given`` requests' answers hang on the random numbers, or read values SPEC.md leaves
+    open: no answer there counts.
     ``exactly``: only those that answer every request alike."""
     tolerated = _tolerated(entries, alike) | given
     # Where the mutant answers otherwise a request the student's code answers right, an

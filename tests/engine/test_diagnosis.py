@@ -1147,3 +1147,29 @@ def test_an_argument_changed_in_place_that_shows_as_wrong_values_is_named(tmp_pa
     assert all(r.diagnosis == diagnosis.IN_PLACE for r in failed), [
         (r.name, r.diagnosis) for r in failed
     ]
+
+
+#: A cache whose positions never written hold something else than the reference's zeros (as
+#: ``torch.empty`` leaves them): correct, since SPEC.md leaves them open.
+OTHER_UNWRITTEN = (
+    "gqa.py",
+    "        self.v = torch.zeros_like(self.k)\n",
+    "        self.k = self.k.fill_(7.0)\n        self.v = torch.full_like(self.k, -3.0)\n",
+)
+
+
+def test_values_spec_leaves_open_neither_fail_nor_hide_a_mistake(tmp_path):
+    """The cache's positions never written are read for their shape and dtype, and before
+    an overflowing append: a cache that fills them otherwise passes part 6, and with its
+    length never advanced its failures name that mistake (read as evidence, the first read
+    answered otherwise would hide every later request, append's included)."""
+    correct = _reference_with_all(tmp_path / "correct", [OTHER_UNWRITTEN])
+    results, _ = runner.run_suite(correct, ["-k", "test_part6 and kv_cache"], [])
+    assert results and all(r.passed for r in results), [
+        (r.name, r.message) for r in results if not r.passed
+    ]
+    stuck = ("gqa.py", "        self.length += t\n", "")
+    folder = _reference_with_all(tmp_path / "stuck", [OTHER_UNWRITTEN, stuck])
+    results, _ = runner.run_suite(folder, ["-k", "test_kv_cache_errors"], [])
+    (failed,) = [r for r in results if not r.passed]
+    assert failed.diagnosis == "append does not advance length", failed.message

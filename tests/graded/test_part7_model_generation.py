@@ -170,7 +170,8 @@ def test_charlm_defaults(hw):
         "of CharLM.__init__ differs from SPEC.md's (d_model=64, n_heads=2, n_layers=2, "
         "d_ff=64, max_len=128)"
     )
-    k = m.call("make_caches")[0].attr("k")
+    with hw.unspecified_values():  # an empty cache: its shape only
+        k = m.call("make_caches")[0].attr("k")
     assert tuple(k.shape) == (1, 2, 128, 32), (
         f"make_caches() of a default CharLM gave a cache k of shape {tuple(k.shape)}, "
         "expected (batch=1, n_heads=2, max_len=128, d_head=32)"
@@ -259,7 +260,8 @@ def test_charlm_max_len_honoured(hw):
     assert isinstance(caches, list) and len(caches) == 1, (
         "make_caches should return a list with one KVCache per block"
     )
-    k = caches[0].attr("k")
+    with hw.unspecified_values():  # an empty cache: its shape only
+        k = caches[0].attr("k")
     hint = f"\n{LIKELY} {HARD_128}" if 128 in k.shape else ""
     assert tuple(k.shape) == (2, H, 200, D // H), (
         "make_caches(batch=2) of CharLM(max_len=200) gave a cache whose k has shape "
