@@ -317,22 +317,24 @@ def tensors_in(args, kwargs) -> list[tuple[str, torch.Tensor]]:
 
 def changed_arguments(args, kwargs, after) -> list[str]:
     """The labels of the tensor arguments that came back from a checked call with other
-    values than were sent: decided here, from plain data, never next to the student code.
+    values, or another shape (``x.transpose_(1, 2)``), than were sent: decided here, from
+    plain data, never next to the student code.
 
-    ``after`` must hold one tensor of the sent shape per tensor argument; anything else
-    did not come from the executor, and the request fails as a broken protocol would.
+    ``after`` must hold one tensor per tensor argument; anything else did not come from the
+    executor, and the request fails as a broken protocol would.
     """
     sent = tensors_in(args, kwargs)
     if not (
         isinstance(after, list)
         and len(after) == len(sent)
-        and all(
-            isinstance(b, torch.Tensor) and b.shape == a.shape
-            for (_, a), b in zip(sent, after)
-        )
+        and all(isinstance(b, torch.Tensor) for b in after)
     ):
         raise _broken("inputs")
-    return [label for (label, a), b in zip(sent, after) if not same(a, b.to(a.device))]
+    return [
+        label
+        for (label, a), b in zip(sent, after)
+        if b.shape != a.shape or not same(a, b.to(a.device))
+    ]
 
 
 def gradients_of(answer, args, kwargs) -> dict:

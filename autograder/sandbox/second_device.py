@@ -22,6 +22,7 @@ import functools
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._mode_utils import no_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from autograder.facts.protocol import SECOND_DEVICE as SECOND
@@ -249,6 +250,8 @@ def _run(func, args, kwargs):
         return _on_cpu_instead(value)
 
     out = func(*map_plain(args, held), **map_plain(kwargs, held))
+    for wrapper in wrapper_of.values():
+        _follow(wrapper)
     if leaving or func is torch.ops.aten._local_scalar_dense.default:
         return out
 
@@ -261,6 +264,27 @@ def _run(func, args, kwargs):
         return value
 
     return map_plain(out, placed)
+
+
+def _follow(wrapper: Elsewhere) -> None:
+    """The wrapper's shape, strides and offset made its values' again, where an operation in
+    place changed theirs (``x.transpose_(1, 2)``, ``x.unsqueeze_(0)``, ``x.resize_(n)``):
+    its own are the ones every later operation reads. Set on the wrapper itself, below the
+    dispatch, as the ``meta`` device sets them."""
+    held = wrapper.held
+    if (wrapper.shape, wrapper.stride(), wrapper.storage_offset()) == (
+        held.shape,
+        held.stride(),
+        held.storage_offset(),
+    ):
+        return
+    with no_dispatch():
+        needed = held.untyped_storage().nbytes()
+        if needed > wrapper.untyped_storage().nbytes():
+            torch.ops.aten.resize_.default(wrapper, [needed // held.element_size()])
+        torch.ops.aten.as_strided_.default(
+            wrapper, held.shape, held.stride(), held.storage_offset()
+        )
 
 
 def moved(value):

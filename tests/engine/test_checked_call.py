@@ -24,6 +24,12 @@ def shift(x, by):
 def nest(pair, scale):
     pair[1].mul_(scale)
     return pair[0] * scale
+
+
+def turn(x):
+    """A mistake: the caller's tensor is transposed in place (its values stay)."""
+    x.transpose_(0, 1)
+    return x.sum()
 '''
 
 
@@ -53,6 +59,8 @@ def test_arguments_changed_in_place_are_named(hw):
         "masks.nest", [torch.ones(2, 2), torch.ones(2)], scale=torch.tensor(2.0)
     )
     assert changed == ["args[0][1]"]
+    _, changed = hw.checked_call("masks.turn", torch.ones(2, 3))
+    assert changed == ["args[0]"]
 
 
 def test_untouched_nan_is_no_change(hw):
@@ -68,14 +76,16 @@ def test_methods_of_handles_are_checked_too(hw):
 
 
 def test_the_verdict_is_the_graders_and_a_forged_answer_is_refused():
-    """The worker only sends the inputs back; the grading process compares them, and inputs
-    of another number or shape cannot have come from the executor."""
+    """The worker only sends the inputs back; the grading process compares them (another
+    shape is a change: a transpose made in place), and inputs of another number, or that are
+    no tensors, cannot have come from the executor."""
     from autograder.facts.protocol import StudentError, changed_arguments
 
     x, mask = torch.ones(2, 3), torch.zeros(3, dtype=torch.bool)
     assert changed_arguments((x,), {"mask": mask}, [x.clone(), mask.clone()]) == []
     assert changed_arguments((x,), {"mask": mask}, [x - 1, mask.clone()]) == ["args[0]"]
-    for forged in ([], [x.clone()], [x.clone(), torch.zeros(4)], "nothing changed"):
+    assert changed_arguments((x,), {"mask": mask}, [x.t(), mask.clone()]) == ["args[0]"]
+    for forged in ([], [x.clone()], [x.clone(), "mask"], "nothing changed"):
         with pytest.raises(StudentError, match="not those of the call"):
             changed_arguments((x,), {"mask": mask}, forged)
 

@@ -84,6 +84,35 @@ def test_mixing_devices_is_refused_in_every_mode(x, mode):
         torch.ones(3, 3) @ x.T
 
 
+#: Operations in place that change a tensor's shape, strides or size, not its values' kind.
+RESHAPED_IN_PLACE = {
+    "transpose_": lambda t: t.transpose_(0, 1),
+    "t_": lambda t: t.t_(),
+    "unsqueeze_": lambda t: t.unsqueeze_(0),
+    "squeeze_": lambda t: t.unsqueeze_(0).squeeze_(0),
+    "swapdims_": lambda t: t.swapdims_(0, 1),
+    "as_strided_": lambda t: t.as_strided_((3, 2), (1, 3)),
+    "resize_": lambda t: t.resize_(2, 2),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("change", RESHAPED_IN_PLACE)
+def test_a_shape_changed_in_place_is_the_tensors_shape_there(x, mode, change):
+    """As on a GPU: every later operation reads the new shape (a transpose made in place of
+    an attention's output, then ``reshape``)."""
+    cpu = ON_CPU.clone()
+    with MODES[mode]():
+        there = x.clone()
+        RESHAPED_IN_PLACE[change](there)
+        RESHAPED_IN_PLACE[change](cpu)
+        flat = there.reshape(-1) * 1
+    assert there.shape == cpu.shape and there.stride() == cpu.stride()
+    values, devices = second_device.brought_back(flat)
+    assert devices == [("result", SECOND_DEVICE.type)]
+    assert torch.equal(values, cpu.reshape(-1))
+
+
 def test_a_view_made_under_inference_mode_of_an_earlier_tensor(x):
     """torch refuses an inference tensor a view's version counter: such a view is normal."""
     with torch.inference_mode():
