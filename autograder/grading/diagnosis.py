@@ -679,9 +679,9 @@ def _matching(
     """The descriptions of the ``candidates`` that answer ``entries`` alike: exactly, else
     otherwise only where ``alike``, else up to the state the mistake left (``_after_first``);
     those of the best of these that any does. ``refuted`` gets the descriptions whose every
-    candidate answered otherwise a request the student's code answered (not one where it
-    stopped at an error of its own: ``_stopped``): where their edits act, the student's code
-    does not make that mistake (``runner._unrefuted`` takes the name out of the part's other
+    candidate answered otherwise a request the student's code answered, where its mistake
+    acts (not one where the code stopped at an error of its own: ``_refutes``): there the
+    student's code does not make that mistake (``runner._unrefuted`` takes the name out of the part's other
     failures).
     The ``given`` requests' answers hang on the random numbers, or read values SPEC.md leaves
     open: no answer there counts.
@@ -702,7 +702,7 @@ def _matching(
             root = stage.mutant(mutant, base)
             mine: list = []
             differs, stop = _replay_until(root, entries, device, tolerated, mine)
-            otherwise = stop is not None and not _stopped(
+            otherwise = stop is not None and _refutes(
                 entries, stop, alike, mine, reference
             )
             if differs is not None:
@@ -730,22 +730,24 @@ def _made_anywhere(description: str) -> bool:
     return len({m.file for m in CATALOGUE if m.description == description}) > 1
 
 
-def _stopped(entries: list[Entry], i: int, alike, mine: list, reference) -> bool:
-    """Whether the student's code stopped at request ``i`` with an error of its own (one the
-    reference does not raise) where the mutant's mistake acts (it answers otherwise than the
-    reference, ``mine`` and ``reference`` their answers): the code after the error, where
-    the mistake would act, never ran, so the mutant's other answer there does not show that
-    the code lacks the mistake (a check of its own on the weights, after masking them as the
-    mutant does). Where the mutant answers as the reference, the student's error has a cause
-    the mistake lacks: one error alike elsewhere (a cache's dtype check, a full cache's
-    refusal: both in ``append``) shows nothing then."""
-    return (
-        entries[i].error is not None
-        and i not in alike
-        and reference is not None
-        and i < min(len(mine), len(reference))
-        and not _same_outcome(mine[i], reference[i])
+def _refutes(entries: list[Entry], i: int, alike, mine: list, reference) -> bool:
+    """Whether the mutant's answer to request ``i``, where it answered otherwise than the
+    student's code (``mine`` and ``reference``: its answers and the reference's), shows that
+    the code lacks the mistake. A value does where the mistake acts there (the mutant answers
+    otherwise than the reference): where it does not (a default in a signature, the request
+    passing that argument), the value shows another difference, which the code may have
+    beside the mistake. An error of the student's own (one the reference does not raise)
+    does where the mistake does not act: the error has a cause the mistake lacks; where it
+    acts, the code after the error, where the mistake would act, never ran (a check of its
+    own on the weights, after masking them as the mutant does)."""
+    if reference is None:
+        return True
+    acts = i < min(len(mine), len(reference)) and not _same_outcome(
+        mine[i], reference[i]
     )
+    if entries[i].error is None:
+        return acts
+    return not acts or i in alike
 
 
 def _tolerated(entries: list[Entry], alike) -> frozenset[int]:

@@ -1173,3 +1173,22 @@ def test_values_spec_leaves_open_neither_fail_nor_hide_a_mistake(tmp_path):
     results, _ = runner.run_suite(folder, ["-k", "test_kv_cache_errors"], [])
     (failed,) = [r for r in results if not r.passed]
     assert failed.diagnosis == "append does not advance length", failed.message
+
+
+def test_a_mistake_whose_edit_does_not_act_on_a_failure_is_not_refuted_by_it(tmp_path):
+    """``lr or 3e-4``: the default is not 1e-3, and an explicit lr=0 trains at 3e-4 too. The
+    test that passes lr=0 fails otherwise than the zoo's default of 3e-4 answers (its edit, a
+    default, never acts where lr is given), so that failure shows nothing against the
+    mistake: the test of the defaults still names it."""
+    folder = _reference_with_all(
+        tmp_path,
+        [
+            ("charlm.py", "lr: float = 1e-3", "lr=None"),
+            ("charlm.py", "lr=lr)", "lr=lr or 3e-4)"),
+        ],
+    )
+    results, _ = runner.run_suite(folder, ["-k", "test_part7 and test_train"], [])
+    failed = {r.name: r for r in results if not r.passed}
+    assert "test_train_history_losses" in failed
+    named = failed["test_train_records_its_steps_with_default_arguments"]
+    assert "the default lr is not 1e-3" in named.diagnosis, named.message

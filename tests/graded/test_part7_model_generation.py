@@ -49,6 +49,13 @@ pytestmark = pytest.mark.part(7)
 
 
 # The model ----------------------------------------------------------------------------
+#: The likely mistake where a default of the model is not SPEC.md's.
+DEFAULT_DIFFERS = (
+    "a default of CharLM.__init__ differs from SPEC.md's (d_model=64, n_heads=2, "
+    "n_layers=2, d_ff=64, max_len=128)"
+)
+
+
 @pytest.mark.public
 @pytest.mark.points(1)
 def test_charlm_structure(hw):
@@ -71,13 +78,16 @@ def test_charlm_structure(hw):
         assert got == shape, f"CharLM's {name} has shape {got}, expected {shape}{hint}"
     assert "blocks.2.ln1.weight" not in state, "CharLM has more blocks than n_layers"
     default = hw.new("charlm.CharLM", V)
+    hint = f"\n{LIKELY} {DEFAULT_DIFFERS}"
     assert default.attr("max_len") == 128 and default.attr("n_layers") == 2, (
-        "CharLM's defaults should be max_len=128, n_layers=2"
+        f"CharLM's defaults should be max_len=128, n_layers=2{hint}"
     )
     shapes = {k: tuple(v.shape) for k, v in default.state_dict().items()}
-    assert shapes.get("tok_emb.weight") == (V, 64), "CharLM's default d_model is 64"
+    assert shapes.get("tok_emb.weight") == (V, 64), (
+        f"CharLM's default d_model is 64{hint}"
+    )
     assert shapes.get("blocks.1.ffn.fc1.weight") == (64, 64), (
-        "CharLM's default d_ff is 64"
+        f"CharLM's default d_ff is 64{hint}"
     )
 
 
@@ -166,9 +176,8 @@ def test_charlm_defaults(hw):
     # The defaults the state dict cannot show: n_heads=2, make_caches(batch=1).
     heads = m.attr("blocks").call("__getitem__", 1).attr("attn").attr("n_heads")
     assert heads == 2, (
-        f"CharLM's blocks have {heads} heads by default, expected 2\n{LIKELY} a default "
-        "of CharLM.__init__ differs from SPEC.md's (d_model=64, n_heads=2, n_layers=2, "
-        "d_ff=64, max_len=128)"
+        f"CharLM's blocks have {heads} heads by default, expected 2\n{LIKELY} "
+        f"{DEFAULT_DIFFERS}"
     )
     with hw.unspecified_values():  # an empty cache: its shape only
         k = m.call("make_caches")[0].attr("k")
