@@ -804,18 +804,14 @@ def _after_first(entries: list[Entry], alike) -> frozenset[int]:
 
 def _shown_by(mutant: Mutant, stage: _Stage, otherwise: list[Entry]) -> bool:
     """Whether the requests the reference answers otherwise can show the mutant's mistake: one
-    is a value, or an error that arose in a function its edits lie in, or in one of that
-    function's file called on the way from it (the softmax's check of an all -inf slice, on
-    the way from the attention that gave it the wrong axis). An error raised in another file
-    is that code's refusal of what it was handed: a symptom several causes share."""
-    edited = stage.raises_in[mutant.name]
+    is a value, or an error that arose in the file its edits lie in (a function of theirs;
+    the softmax's check of an all -inf slice, on the way from the attention that gave it the
+    wrong axis; the forward pass of a module whose ``__init__`` made its head width a float).
+    An error raised in another file is that code's refusal of what it was handed: a symptom
+    several causes share."""
+    files = {file for file, _ in stage.raises_in[mutant.name]}
     return any(
-        e.error is None
-        or e.where in edited
-        or (
-            e.where is not None
-            and any(f in edited and f[0] == e.where[0] for f in e.way)
-        )
+        e.error is None or (e.where is not None and e.where[0] in files)
         for e in otherwise
     )
 

@@ -1192,3 +1192,24 @@ def test_a_mistake_whose_edit_does_not_act_on_a_failure_is_not_refuted_by_it(tmp
     assert "test_train_history_losses" in failed
     named = failed["test_train_records_its_steps_with_default_arguments"]
     assert "the default lr is not 1e-3" in named.diagnosis, named.message
+
+
+def test_an_error_in_another_function_of_the_mistakes_file_names_it(tmp_path):
+    """The head width worked out in ``forward`` with ``/``: the float fails the reshape there,
+    in heads.py, where the zoo's mutant makes it in ``__init__`` and fails in ``split_heads``.
+    An error from the file the mistake lies in shows it, whichever function raised it."""
+    old = "        q = split_heads(self.q_proj(x), self.n_heads)  # (B, h, Tq, d_h)\n"
+    new = (
+        "        b, t, d = x.shape\n"
+        "        width = d / self.n_heads\n"
+        "        q = self.q_proj(x).reshape(b, t, self.n_heads, width).transpose(1, 2)\n"
+    )
+    folder = _reference_with(tmp_path, "heads.py", old, new)
+    results, _ = runner.run_suite(
+        folder, ["-k", "test_part3 and MultiHeadAttention"], []
+    )
+    failed = [r for r in results if not r.passed]
+    assert len(failed) >= 4
+    assert all("gives a float" in r.diagnosis for r in failed), [
+        (r.name, r.diagnosis) for r in failed
+    ]
