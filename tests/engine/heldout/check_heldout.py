@@ -4,11 +4,11 @@ each correct case passes the whole graded suite.
 Run from the repository root (one case after another, never in parallel):
 
     .venv/bin/python -m tests.engine.heldout.check_heldout [NAME ...] [--wording FILE]
-        [--set {heldout,fresh,third,fourth,fifth,sixth}] [--blind]
+        [--set {heldout,fresh,third,fourth,fifth,sixth,seventh}] [--blind]
 
 ``--set fresh`` checks the second set (``fresh.py``), ``--set third`` the third (``third.py``),
 ``--set fourth`` the fourth (``fourth.py``), ``--set fifth`` the fifth (``fifth.py``),
-``--set sixth`` the sixth (``sixth.py``);
+``--set sixth`` the sixth (``sixth.py``), ``--set seventh`` the seventh (``seventh.py``);
 ``--blind`` prints pass and fail only, never the suite's "Likely mistake" lines (a set is a
 measure: no one tunes on its diagnoses).
 Each case's base package is copied to a temporary folder, its edits applied (each old text must
@@ -27,6 +27,7 @@ from tests.engine.heldout.fifth import FIFTH
 from tests.engine.heldout.fourth import FOURTH
 from tests.engine.heldout.fresh import FRESH
 from tests.engine.heldout.mistakes import BASES, HELDOUT, KINDS, Case
+from tests.engine.heldout.seventh import SEVENTH
 from tests.engine.heldout.sixth import SIXTH
 from tests.engine.heldout.third import THIRD
 
@@ -54,6 +55,7 @@ SETS = {
     "fourth": FOURTH,
     "fifth": FIFTH,
     "sixth": SIXTH,
+    "seventh": SEVENTH,
 }
 
 

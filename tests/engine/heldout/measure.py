@@ -4,12 +4,12 @@ mistakes' descriptions alone, never from the zoo's code: the rates the engine is
 Run from the repository root (in-process: the cases are the reference's or alice's code with
 a few edits, trusted code):
 
-    .venv/bin/python -m tests.engine.heldout.measure [--jobs N] [--set {heldout,fresh,third,fourth,fifth,sixth}] [NAME ...]
+    .venv/bin/python -m tests.engine.heldout.measure [--jobs N] [--set {heldout,fresh,third,fourth,fifth,sixth,seventh}] [NAME ...]
 
 ``--set fresh`` measures the second set (``fresh.py``), written later from the descriptions alone;
 ``--set third`` the third (``third.py``), written later still by another hand, ``--set fourth``
-the fourth (``fourth.py``), ``--set fifth`` the fifth (``fifth.py``) and ``--set sixth`` the
-sixth (``sixth.py``), each by yet another.
+the fourth (``fourth.py``), ``--set fifth`` the fifth (``fifth.py``), ``--set sixth`` the
+sixth (``sixth.py``) and ``--set seventh`` the seventh (``seventh.py``), each by yet another.
 
 Each case is graded on the tests of the parts that can run its edited files (part 7 narrowed
 to the case's ``select``, as ``check_heldout`` runs it), with diagnosis on, and its feedback's
