@@ -305,9 +305,6 @@ class _Stage:
         intake.keep_bytecode(self.reference / PACKAGE)
         self._mutants: dict[str, Path] = {}
         self.reach = {m.name: edited_functions(m) for m in CATALOGUE}
-        self.raises_in = {
-            m.name: edited_names(m) for m in CATALOGUE
-        }  # (file, function)
 
     def mutant(self, mutant: Mutant, base: tuple[Mutant, ...] = ()) -> Path:
         """The reference with the edits of ``base`` (mutants of other files) and ``mutant``."""
@@ -346,12 +343,6 @@ def edited_functions(mutant: Mutant) -> frozenset[int] | None:
     return frozenset(
         min([f.lineno, *(d.lineno for d in f.decorator_list)]) for f in found
     )
-
-
-def edited_names(mutant: Mutant) -> frozenset[tuple[str, str]]:
-    """``(file, name)`` of the reference's functions that hold the mutant's edits: where an
-    error the mistake itself raises comes from."""
-    return frozenset((mutant.file, f.name) for f in _edited_definitions(mutant) or ())
 
 
 def _edited_definitions(mutant: Mutant) -> list[ast.FunctionDef] | None:
@@ -578,7 +569,7 @@ def matching(
                 for m in CATALOGUE
                 if m.part in parts
                 and _may_differ(m, stage, reached)
-                and _shown_by(m, stage, otherwise)
+                and _shown_by(m, otherwise)
             ]
             own = refuted if parts == {part} else None
             found = _matching(
@@ -606,9 +597,9 @@ def _reference_replay(
     """``(alike, reached, given)``: the requests the reference (or the submission at ``root``)
     answers as the student's code did, or whose answers hang on the random numbers or read
     values SPEC.md leaves open (``given``); and the functions that ran up to the first other
-    one it answers otherwise (None when there is none). A mutant whose edits did not run by then answers that one as
-    the reference does, so it cannot be the student's mistake. ``outcomes`` gets its
-    answers, as ``_alike`` gives them."""
+    one it answers otherwise (None when there is none). A mutant whose edits did not run by
+    then answers that one as the reference does, so it cannot be the student's mistake.
+    ``outcomes`` gets its answers, as ``_alike`` gives them."""
     root = root or stage.reference
     ran: set[tuple[str, int]] = set()
     reached_at: dict[int, set[tuple[str, int]]] = {}
@@ -681,8 +672,8 @@ def _matching(
     those of the best of these that any does. ``refuted`` gets the descriptions whose every
     candidate answered otherwise a request the student's code answered, where its mistake
     acts (not one where the code stopped at an error of its own: ``_refutes``): there the
-    student's code does not make that mistake (``runner._unrefuted`` takes the name out of the part's other
-    failures).
+    student's code does not make that mistake (``runner._unrefuted`` takes the name out of
+    the part's other failures).
     The ``given`` requests' answers hang on the random numbers, or read values SPEC.md leaves
     open: no answer there counts.
     ``exactly``: only those that answer every request alike."""
@@ -802,16 +793,15 @@ def _after_first(entries: list[Entry], alike) -> frozenset[int]:
     )
 
 
-def _shown_by(mutant: Mutant, stage: _Stage, otherwise: list[Entry]) -> bool:
+def _shown_by(mutant: Mutant, otherwise: list[Entry]) -> bool:
     """Whether the requests the reference answers otherwise can show the mutant's mistake: one
     is a value, or an error that arose in the file its edits lie in (a function of theirs;
     the softmax's check of an all -inf slice, on the way from the attention that gave it the
     wrong axis; the forward pass of a module whose ``__init__`` made its head width a float).
     An error raised in another file is that code's refusal of what it was handed: a symptom
     several causes share."""
-    files = {file for file, _ in stage.raises_in[mutant.name]}
     return any(
-        e.error is None or (e.where is not None and e.where[0] in files)
+        e.error is None or (e.where is not None and e.where[0] == mutant.file)
         for e in otherwise
     )
 
@@ -1066,7 +1056,7 @@ def _on_top_of_earlier(journal: Journal, blocked: set[int], part: int, device):
                 for m in CATALOGUE
                 if m.part == part
                 and _may_differ(m, stage, reached)
-                and _shown_by(m, stage, otherwise)
+                and _shown_by(m, otherwise)
             ]
             found |= _matching(
                 candidates,
