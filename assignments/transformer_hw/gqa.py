@@ -39,8 +39,9 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
 class KVCache:
     """Preallocated keys and values, ``k`` and ``v`` of shape ``(B, h_kv, max_len, d_head)``.
 
-    ``length`` counts the positions written so far. It stores ``h_kv`` heads, never ``h_q``.
-    The caller picks ``device`` and ``dtype``.
+    ``length`` counts the positions written so far; the others may hold anything (zeros, or
+    ``torch.empty``'s). It stores ``h_kv`` heads, never ``h_q``. The caller picks ``device``
+    and ``dtype``.
     """
 
     def __init__(
