@@ -92,7 +92,7 @@ class Entry:
     where: tuple[str, str] | None = None  # ``raised_where`` of its error
     way: tuple[tuple[str, str], ...] = ()  # the public functions on its error's way
     # Its answer reads values SPEC.md leaves open (``Submission.unspecified_values``).
-    open: bool = False
+    unspecified: bool = False
 
 
 class Journal:
@@ -127,7 +127,9 @@ class Journal:
         found = set(self.named.get(part, [])) - {None}
         return found.pop() if len(found) == 1 else None
 
-    def __call__(self, op, target, name, args, kwargs, outcome, open=False) -> None:
+    def __call__(
+        self, op, target, name, args, kwargs, outcome, unspecified=False
+    ) -> None:
         example = _current_example()
         if self.entries and self.entries[-1].example is not example:
             self.entries = []
@@ -145,7 +147,7 @@ class Journal:
                 example,
                 raised_where(outcome.info) if raised else None,
                 _public_chain(outcome.info) if raised else (),
-                open,
+                unspecified,
             )
         )
 
@@ -615,7 +617,7 @@ def _reference_replay(
             else:
                 reached_at[i] = set(ran)
     # Values SPEC.md leaves open are given too, as the test marked them.
-    given = {i for i in reached_at if entries[i].open}
+    given = {i for i in reached_at if entries[i].unspecified}
     if set(reached_at) - given:
         given |= _given(root, entries, device, outcomes, alike | given)
     first = min(set(reached_at) - given, default=None)

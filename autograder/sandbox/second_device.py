@@ -178,6 +178,13 @@ def _composite(func) -> bool:
     )
 
 
+@functools.cache
+def _mutates(func) -> bool:
+    """Whether ``func`` changes an argument in place (its schema writes to one): only such an
+    operation can change a tensor's shape or strides (``_follow``)."""
+    return func._schema.is_mutable
+
+
 def _leaves(args, kwargs) -> list:
     """The values in an operation's arguments, lists and tuples opened (an operation's
     arguments nest no deeper: torch's own tree utilities cost more than the operation here)."""
@@ -250,8 +257,9 @@ def _run(func, args, kwargs):
         return _on_cpu_instead(value)
 
     out = func(*map_plain(args, held), **map_plain(kwargs, held))
-    for wrapper in wrapper_of.values():
-        _follow(wrapper)
+    if _mutates(func):
+        for wrapper in wrapper_of.values():
+            _follow(wrapper)
     if leaving or func is torch.ops.aten._local_scalar_dense.default:
         return out
 
