@@ -18,7 +18,7 @@ Only the executor uses this, next to the student code; what leaves it is plain d
 from __future__ import annotations
 
 import contextlib
-import functools
+from typing import NamedTuple
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -50,6 +50,11 @@ _INDEXING = {
 }
 
 
+#: The bookkeeping of the second device is torch calls of its own, which the function mode of
+#: ``active`` would otherwise see, in Python, each one (half of an operation's time there).
+_NO_FUNCTION_MODE = torch._C.DisableTorchFunction
+
+
 class Elsewhere(torch.Tensor):
     """A tensor on the second device: it reports ``SECOND``; ``held`` holds its values."""
 
@@ -60,11 +65,12 @@ class Elsewhere(torch.Tensor):
         # An inference tensor exactly when its values are one: a view made under
         # ``torch.inference_mode()`` of a tensor made outside it is a normal tensor, and torch
         # refuses to give an inference tensor the view's version counter.
-        inference = held.is_inference()
-        if inference == torch.is_inference_mode_enabled():  # already the mode it needs
-            return cls._wrapping(held)
-        with torch.inference_mode(inference):
-            return cls._wrapping(held)
+        with _NO_FUNCTION_MODE():
+            inference = held.is_inference()
+            if inference == torch.is_inference_mode_enabled():  # the mode it needs
+                return cls._wrapping(held)
+            with torch.inference_mode(inference):
+                return cls._wrapping(held)
 
     @classmethod
     def _wrapping(cls, held: torch.Tensor):
@@ -170,19 +176,43 @@ def _on_cpu_instead(value):
     return value
 
 
-@functools.cache
-def _composite(func) -> bool:
-    """Whether torch defines ``func`` by other operations (and so breaks it up under autograd)."""
-    return torch._C._dispatch_has_kernel_for_dispatch_key(
-        func.name(), "CompositeImplicitAutograd"
-    )
+class _Kind(NamedTuple):
+    """What ``_run`` needs to know of an operation, looked up once per operation."""
+
+    #: torch defines it by other operations (and so breaks it up under autograd).
+    composite: bool
+    #: It moves a tensor to another device: its destination decides where the result is.
+    moves: bool
+    #: Its indices (the second argument) may lie on the CPU.
+    indexing: bool
+    #: torch carries it out across devices (moves, copies, reading a number out).
+    across: bool
+    #: It changes an argument in place (its schema writes to one): only such an operation
+    #: can change a tensor's shape or strides (``_follow``).
+    mutates: bool
+    #: It reads a number out: the number leaves the device.
+    reads_number: bool
 
 
-@functools.cache
-def _mutates(func) -> bool:
-    """Whether ``func`` changes an argument in place (its schema writes to one): only such an
-    operation can change a tensor's shape or strides (``_follow``)."""
-    return func._schema.is_mutable
+#: Each operation's kind, by its id: an operation's own hash is a Python method, slow on a
+#: path every operation of the second device takes (operations live as long as torch).
+_KINDS: dict[int, _Kind] = {}
+
+
+def _kind(func) -> _Kind:
+    kind = _KINDS.get(id(func))
+    if kind is None:
+        kind = _KINDS[id(func)] = _Kind(
+            composite=torch._C._dispatch_has_kernel_for_dispatch_key(
+                func.name(), "CompositeImplicitAutograd"
+            ),
+            moves=func in _MOVES,
+            indexing=func in _INDEXING,
+            across=func in _ACROSS,
+            mutates=func._schema.is_mutable,
+            reads_number=func is torch.ops.aten._local_scalar_dense.default,
+        )
+    return kind
 
 
 def _leaves(args, kwargs) -> list:
@@ -216,13 +246,14 @@ def _destination(func, args, kwargs) -> torch.device | None:
 def _run(func, args, kwargs):
     """``func`` on the held values, or torch's refusal when devices mix."""
     leaves = _leaves(args, kwargs)
-    if not any(
-        isinstance(v, Elsewhere)
-        or (isinstance(v, torch.device) and v.type == SECOND.type)
-        for v in leaves
-    ):  # nothing here is on the second device or made there
+    made_here = any(
+        isinstance(v, torch.device) and v.type == SECOND.type for v in leaves
+    )
+    if not made_here and not any(isinstance(v, Elsewhere) for v in leaves):
+        # Nothing here is on the second device or made there.
         return func(*args, **kwargs)
-    if _composite(func):
+    kind = _kind(func)
+    if kind.composite:
         # Under ``torch.inference_mode()`` an operation made of others (``type_as``,
         # ``view_as``, ``to``) arrives whole; outside it torch breaks it up before it gets
         # here. Broken up here too, its parts come back through this function.
@@ -230,48 +261,72 @@ def _run(func, args, kwargs):
             out = func.decompose(*args, **kwargs)
         if out is not NotImplemented:
             return out
-    made_here = (
-        any(isinstance(v, torch.device) and _targets_second(v) for v in leaves)
-        and func not in _MOVES
-    )
-    checked = (args[:1] + args[2:], kwargs) if func in _INDEXING else (args, kwargs)
-    tensors = [t for t in _leaves(*checked) if isinstance(t, torch.Tensor)]
+    with _NO_FUNCTION_MODE():
+        return _on_held(func, kind, args, kwargs, leaves, made_here)
+
+
+def _on_held(func, kind: _Kind, args, kwargs, leaves: list, made_here: bool):
+    """``_run`` past the decomposition: ``func`` carried out on the held values."""
+    moves = kind.moves
+    made_here = made_here and not moves
+    if kind.indexing:  # the indices may lie on the CPU
+        leaves = _leaves(args[:1] + args[2:], kwargs)
+    tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
     elsewhere = [t for t in tensors if isinstance(t, Elsewhere)]
-    to_second = func in _MOVES and _targets_second(_destination(func, args, kwargs))
+    destination = _destination(func, args, kwargs) if moves else None
+    to_second = moves and _targets_second(destination)
     if not elsewhere and not made_here and not to_second:
         return func(*args, **kwargs)
     # A 0-dim CPU tensor mixes with any device, as a Python number does.
     on_cpu = [t for t in tensors if not isinstance(t, Elsewhere) and t.dim() > 0]
-    if elsewhere and on_cpu and func not in _ACROSS:
+    if elsewhere and on_cpu and not kind.across:
         raise RuntimeError(
             "Expected all tensors to be on the same device, but found at least two "
             f"devices, {SECOND.type} and {on_cpu[0].device}! ({func})"
         )
-    leaving = func in _MOVES and not to_second and _destination(func, args, kwargs)
-    wrapper_of = {}
-
-    def held(value):
-        if isinstance(value, Elsewhere):
-            wrapper_of[id(value.held)] = value
-            return value.held
-        return _on_cpu_instead(value)
-
-    out = func(*map_plain(args, held), **map_plain(kwargs, held))
-    if _mutates(func):
+    wrapper_of: dict[int, Elsewhere] = {}  # id of held values -> their wrapper
+    out = func(
+        *_held(args, wrapper_of),
+        **{k: _held((v,), wrapper_of)[0] for k, v in kwargs.items()},
+    )
+    if kind.mutates:
         for wrapper in wrapper_of.values():
             _follow(wrapper)
-    if leaving or func is torch.ops.aten._local_scalar_dense.default:
+    if (moves and not to_second and destination) or kind.reads_number:
         return out
+    return _placed(out, wrapper_of)
 
-    def placed(value):
-        if isinstance(value, torch.Tensor) and not isinstance(value, Elsewhere):
-            wrapper = wrapper_of.get(
-                id(value)
-            )  # an in-place operation returns its input
-            return Elsewhere(value) if wrapper is None else wrapper
-        return value
 
-    return map_plain(out, placed)
+def _held(values, wrapper_of: dict) -> list:
+    """``values`` with each ``Elsewhere`` tensor replaced by its values (noted in
+    ``wrapper_of``) and the second device by the CPU, inside lists, tuples and dicts."""
+    out = []
+    for v in values:
+        if isinstance(v, Elsewhere):
+            wrapper_of[id(v.held)] = v
+            out.append(v.held)
+        elif isinstance(v, (list, tuple)):
+            out.append(type(v)(_held(v, wrapper_of)))
+        elif isinstance(v, dict):
+            out.append(dict(zip(v, _held(v.values(), wrapper_of))))
+        else:
+            out.append(_on_cpu_instead(v))
+    return out
+
+
+def _placed(value, wrapper_of: dict):
+    """An operation's result on the second device: each tensor the wrapper of the values it
+    is (an operation in place returns its input), or a new one."""
+    if isinstance(value, torch.Tensor):
+        if isinstance(value, Elsewhere):
+            return value
+        wrapper = wrapper_of.get(id(value))
+        return Elsewhere(value) if wrapper is None else wrapper
+    if isinstance(value, (list, tuple)):
+        return type(value)([_placed(v, wrapper_of) for v in value])
+    if isinstance(value, dict):
+        return {k: _placed(v, wrapper_of) for k, v in value.items()}
+    return value
 
 
 def _follow(wrapper: Elsewhere) -> None:
