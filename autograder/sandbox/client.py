@@ -389,8 +389,14 @@ class IsolatedSubmission(Submission):
                 if count >= hangs.DISARM_AFTER
             ][:MAX_DISARMED],
         }
+        waits = (
+            contextlib.nullcontext()
+            if template_client.served()
+            else stages.timed("the template's start", also=sandbox_cpu)
+        )
         try:
-            self._pid = template_client.spawn([theirs, stacks_theirs], config)
+            with waits:
+                self._pid = template_client.spawn([theirs, stacks_theirs], config)
             self._oom_kills = template_client.running().groups.oom_kills()
         except BaseException as exc:
             if isinstance(exc, SandboxUnavailable):

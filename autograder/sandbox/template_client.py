@@ -72,6 +72,9 @@ class TemplateClient:
         self._usage: dict[int, tuple[float, int]] = {}
         #: Whether its workers serve only with the system-call filter on (``confine``).
         self.filtered = False
+        #: Whether it has spawned a worker: until then a spawn waits for its start (torch's
+        #: import), a cost of the grading process's, not of the submission it grades first.
+        self.served = False
 
     def _prepare(self) -> None:
         """In the template's process before it starts: its control groups, and every CPU the
@@ -120,6 +123,7 @@ class TemplateClient:
                 self._ended.pop(reply["spawned"], None)
                 self._usage.pop(reply["spawned"], None)
                 self.filtered = reply.get("filtered") is True
+                self.served = True
                 return reply["spawned"]
 
     def kill(self, pid: int) -> None:
@@ -223,6 +227,11 @@ def start(gpu: bool) -> None:
     global _GPU
     _GPU = _GPU or gpu
     current()
+
+
+def served() -> bool:
+    """Whether the current template has spawned a worker (so it has started)."""
+    return _TEMPLATE is not None and _TEMPLATE.served
 
 
 def running() -> TemplateClient | None:
