@@ -488,6 +488,11 @@ def main() -> int:
         "sandbox_overhead_quartiles": _quartiles([g / s for s, _, g, _ in pairs]),
         "sandbox_overhead_interval": _median_interval([g / s for s, _, g, _ in pairs]),
         "projected_minutes_for_300": round(per_submission * 300 / 60, 1),
+        # The graded suite's own work (its tests and the reference's code, in-process, no
+        # sandbox) on the cores the jobs use: no grader of this suite can go below it.
+        "arithmetic_floor_minutes_for_300": round(
+            suite_cpu * 300 / 60 / min(args.jobs, os.cpu_count() or 1), 1
+        ),
         # What a single-bug submission costs against a correct one, each in its process.
         "mutant_over_correct": round(
             per_kind["ours_seconds_in_process"]["mutant"]

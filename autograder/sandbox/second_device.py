@@ -192,6 +192,8 @@ class _Kind(NamedTuple):
     mutates: bool
     #: It reads a number out: the number leaves the device.
     reads_number: bool
+    #: None of the above: an operation on tensors there that gives tensors there.
+    plain: bool
 
 
 #: Each operation's kind, by its id: an operation's own hash is a Python method, slow on a
@@ -202,17 +204,50 @@ _KINDS: dict[int, _Kind] = {}
 def _kind(func) -> _Kind:
     kind = _KINDS.get(id(func))
     if kind is None:
-        kind = _KINDS[id(func)] = _Kind(
-            composite=torch._C._dispatch_has_kernel_for_dispatch_key(
+        flags = (
+            torch._C._dispatch_has_kernel_for_dispatch_key(
                 func.name(), "CompositeImplicitAutograd"
             ),
-            moves=func in _MOVES,
-            indexing=func in _INDEXING,
-            across=func in _ACROSS,
-            mutates=func._schema.is_mutable,
-            reads_number=func is torch.ops.aten._local_scalar_dense.default,
+            func in _MOVES,
+            func in _INDEXING,
+            func in _ACROSS,
+            func._schema.is_mutable,
+            func is torch.ops.aten._local_scalar_dense.default,
         )
+        kind = _KINDS[id(func)] = _Kind(*flags, plain=not any(flags))
     return kind
+
+
+def _plainly_held(args, kwargs) -> tuple[list, dict, dict] | None:
+    """A plain operation's arguments with each ``Elsewhere`` tensor's values in its place
+    (and the wrappers by their values' id), where at least one is there, every other tensor
+    is a CPU number (0-dim, which mixes with any device), no device is named and no list holds
+    a tensor; otherwise None, for ``_run``'s whole path (which refuses devices that mix)."""
+    wrapper_of: dict[int, Elsewhere] = {}
+
+    def held(value):
+        if isinstance(value, Elsewhere):
+            wrapper_of[id(value.held)] = value
+            return value.held
+        if isinstance(value, torch.Tensor):
+            return value if value.dim() == 0 else _WHOLE_PATH
+        if isinstance(value, (list, tuple)):
+            if any(isinstance(v, (torch.Tensor, torch.device)) for v in value):
+                return _WHOLE_PATH
+            return value
+        return _WHOLE_PATH if isinstance(value, (torch.device, dict)) else value
+
+    held_args = [held(v) for v in args]
+    held_kwargs = {k: held(v) for k, v in kwargs.items()}
+    # (``in`` would compare the tensors with ``==``: an operation of theirs.)
+    if not wrapper_of or any(
+        v is _WHOLE_PATH for v in (*held_args, *held_kwargs.values())
+    ):
+        return None
+    return held_args, held_kwargs, wrapper_of
+
+
+_WHOLE_PATH = object()
 
 
 def _leaves(args, kwargs) -> list:
@@ -245,6 +280,13 @@ def _destination(func, args, kwargs) -> torch.device | None:
 
 def _run(func, args, kwargs):
     """``func`` on the held values, or torch's refusal when devices mix."""
+    kind = _kind(func)
+    if kind.plain:
+        held = _plainly_held(args, kwargs)
+        if held is not None:
+            held_args, held_kwargs, wrapper_of = held
+            with _NO_FUNCTION_MODE():
+                return _placed(func(*held_args, **held_kwargs), wrapper_of)
     leaves = _leaves(args, kwargs)
     made_here = any(
         isinstance(v, torch.device) and v.type == SECOND.type for v in leaves
@@ -252,7 +294,6 @@ def _run(func, args, kwargs):
     if not made_here and not any(isinstance(v, Elsewhere) for v in leaves):
         # Nothing here is on the second device or made there.
         return func(*args, **kwargs)
-    kind = _kind(func)
     if kind.composite:
         # Under ``torch.inference_mode()`` an operation made of others (``type_as``,
         # ``view_as``, ``to``) arrives whole; outside it torch breaks it up before it gets
