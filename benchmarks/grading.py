@@ -10,9 +10,10 @@ median of ``--runs`` runs:
 - the naive loop: one ``pytest tests/graded --submission X`` process per submission (student code
   in-process, no sandbox), J of them at a time, so the ratio is not flattered by parallelism;
 - the graded suite on the reference in this warm process, in-process, imports and collection
-  excluded (the cost of the tests themselves), and right after it the same reference graded
-  by ``grade_many(jobs=1)`` in this process, ``--pairs`` times: the median of the pairs'
-  quotients is ``sandbox_overhead`` (on a shared host one pair's quotient can be half off
+  excluded (the cost of the tests themselves: ``arithmetic_floor_minutes_for_300`` is 300 of it
+  on the jobs' cores, which no grader of this suite can beat), and right after it the same
+  reference graded by ``grade_many(jobs=1)`` in this process, ``--pairs`` times: the median
+  of the pairs' quotients is ``sandbox_overhead`` (on a shared host one pair's quotient can be half off
   either way, so it takes many; ``sandbox_overhead_interval`` says where the median lies with
   95 % confidence).
 
