@@ -724,6 +724,51 @@ def test_a_students_kernel_starts_while_the_grades_are_computed(monkeypatch):
     assert spare.calls == ["python3"]
 
 
+def test_a_students_kernel_is_forked_from_one_that_imported_torch(tmp_path):
+    """The kernel started ahead is a fork of the zygote (torch imported once for every
+    kernel), in the student's folder with the environment it was started with; shut down, it
+    ends; left running, it ends with its zygote, which ends as its socket closes."""
+    from jupyter_core.utils import run_sync
+    from traitlets.config import Config
+
+    from autograder.batches.nbgrader import kernels
+
+    spare, forks = kernels.Spare(), kernels.Forks()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "A_SETTING": "kept"}
+    arguments = ["--HistoryManager.hist_file=:memory:"]
+
+    def started():
+        spare.start("python3", arguments, env, Config())
+        km = spare.take("python3", arguments, env, str(tmp_path), 120)
+        assert km is not None and isinstance(km.provisioner.process, kernels._Forked)
+        return km
+
+    old = kernels.FORKS
+    kernels.FORKS = forks
+    try:
+        kms = [started(), started()]
+    finally:
+        kernels.FORKS = old
+    said = []
+    client = kms[0].blocking_client()
+    client.start_channels()
+    code = "import os; print(os.getcwd(), os.environ['A_SETTING'], os.getppid())"
+    client.execute_interactive(
+        code,
+        timeout=120,
+        output_hook=lambda m: said.append(m["content"].get("text", "")),
+    )
+    client.stop_channels()
+    folder, setting, parent = "".join(said).split()
+    assert (folder, setting) == (str(tmp_path), "kept")
+    assert int(parent) == forks._zygote.pid != os.getpid()
+    first, second = (km.provisioner.process for km in kms)
+    run_sync(kms[0].shutdown_kernel)(now=True)
+    assert first.poll() is not None
+    forks.close()  # the second kernel was never shut down: it ends with the zygote
+    assert second.wait(timeout=60) is not None
+
+
 def test_a_check_cell_without_our_preprocessor_scores_zero(monkeypatch, tmp_path):
     """Under autograde the kernel's own check cell is an error: a course whose configuration
     lost our preprocessors grades 0, never full marks."""
