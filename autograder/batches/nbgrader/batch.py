@@ -73,11 +73,12 @@ class Batch:
 _BATCHES: list[Batch] = []
 
 
-def graded(
+def holding(
     student: str, to_come: list[tuple[str, Path]], settings, jobs: int, log
-) -> grade.Graded:
-    """``student``'s grade, from the batch that holds it; otherwise ``to_come`` (the students
-    still to process, ``student`` first) are graded as a new batch, said in ``log``."""
+) -> Batch:
+    """The batch that holds ``student``'s grade (``take`` it); where none does, ``to_come``
+    (the students still to process, ``student`` first) begin to be graded as a new batch,
+    said in ``log``."""
     batch = next(
         (b for b in _BATCHES if b.settings == settings and student in b.students),
         None,
@@ -87,7 +88,7 @@ def graded(
         log.info("grading %d submissions in %d processes", len(to_come), jobs)
         batch = Batch(to_come, settings, jobs)
         _BATCHES.append(batch)
-    return batch.take(student)
+    return batch
 
 
 def grade_in(student: str, settings) -> bool:

@@ -219,9 +219,11 @@ class GradeModules(NbGraderPreprocessor):
                 # other students' work, the gradebook
                 hidden_paths=(str(Path(coursedir.root).resolve()),),
             )
+            holding = batch.holding(student, to_come, settings, self.jobs, self.log)
             if not batch.grade_in(student, settings):
+                # After the grading began: a kernel's start may wait for torch's import.
                 ExecuteStudentCells(parent=self.parent).start_ahead_for(nb)
-            graded = batch.graded(student, to_come, settings, self.jobs, self.log)
+            graded = holding.take(student)
             resources[GRADES] = part_grades(graded, self.show_hidden_tests)
             self.log.info(
                 "%s graded in %.1f s, waited %.1f s",
