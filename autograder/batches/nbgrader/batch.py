@@ -91,11 +91,6 @@ def holding(
     return batch
 
 
-def grade_in(student: str, settings) -> bool:
-    """Whether ``student``'s grade is in already: nobody waits for it."""
-    return any(b.settings == settings and b.ready(student) for b in _BATCHES)
-
-
 def students_waiting() -> bool:
     """Whether a batch holds a grade nobody has taken yet: a student still to come."""
     return any(b.students for b in _BATCHES)

@@ -173,11 +173,8 @@ class Forks:
             return None
         how = (argv[0], tuple(sorted(env.items())))
         try:
-            if (
-                how != self._how
-                or self._zygote is None
-                or self._zygote.poll() is not None
-            ):
+            # Without a zygote ``_how`` is empty, so it differs.
+            if how != self._how or self._zygote.poll() is not None:
                 self._start(argv[0], env, how)
             ask = {"argv": argv, "env": env, "cwd": str(cwd) if cwd else None}
             self._sock.sendall(json.dumps(ask).encode() + b"\n")

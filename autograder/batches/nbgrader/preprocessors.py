@@ -220,7 +220,7 @@ class GradeModules(NbGraderPreprocessor):
                 hidden_paths=(str(Path(coursedir.root).resolve()),),
             )
             holding = batch.holding(student, to_come, settings, self.jobs, self.log)
-            if not batch.grade_in(student, settings):
+            if not holding.ready(student):
                 # After the grading began: a kernel's start may wait for torch's import.
                 ExecuteStudentCells(parent=self.parent).start_ahead_for(nb)
             graded = holding.take(student)
