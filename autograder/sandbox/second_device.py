@@ -218,36 +218,24 @@ def _kind(func) -> _Kind:
     return kind
 
 
-def _plainly_held(args, kwargs) -> tuple[list, dict, dict] | None:
-    """A plain operation's arguments with each ``Elsewhere`` tensor's values in its place
-    (and the wrappers by their values' id), where at least one is there, every other tensor
-    is a CPU number (0-dim, which mixes with any device), no device is named and no list holds
-    a tensor; otherwise None, for ``_run``'s whole path (which refuses devices that mix)."""
-    wrapper_of: dict[int, Elsewhere] = {}
-
-    def held(value):
+def _plain_arguments(values) -> bool:
+    """Whether an operation's arguments take ``_run``'s short path: a tensor of the second
+    device among them, every other tensor a CPU number (0-dim, which mixes with any device), no
+    device named, no list holding a tensor or a device, no dict. Anything else takes the whole
+    path, which refuses devices that mix."""
+    found = False
+    for value in values:
         if isinstance(value, Elsewhere):
-            wrapper_of[id(value.held)] = value
-            return value.held
-        if isinstance(value, torch.Tensor):
-            return value if value.dim() == 0 else _WHOLE_PATH
-        if isinstance(value, (list, tuple)):
-            if any(isinstance(v, (torch.Tensor, torch.device)) for v in value):
-                return _WHOLE_PATH
-            return value
-        return _WHOLE_PATH if isinstance(value, (torch.device, dict)) else value
-
-    held_args = [held(v) for v in args]
-    held_kwargs = {k: held(v) for k, v in kwargs.items()}
-    # (``in`` would compare the tensors with ``==``: an operation of theirs.)
-    if not wrapper_of or any(
-        v is _WHOLE_PATH for v in (*held_args, *held_kwargs.values())
-    ):
-        return None
-    return held_args, held_kwargs, wrapper_of
-
-
-_WHOLE_PATH = object()
+            found = True
+        elif isinstance(value, torch.Tensor):
+            if value.dim() != 0:
+                return False
+        elif isinstance(value, (torch.device, dict)) or (
+            isinstance(value, (list, tuple))
+            and any(isinstance(v, (torch.Tensor, torch.device)) for v in value)
+        ):
+            return False
+    return found
 
 
 def _leaves(args, kwargs) -> list:
@@ -281,12 +269,10 @@ def _destination(func, args, kwargs) -> torch.device | None:
 def _run(func, args, kwargs):
     """``func`` on the held values, or torch's refusal when devices mix."""
     kind = _kind(func)
-    if kind.plain:
-        held = _plainly_held(args, kwargs)
-        if held is not None:
-            held_args, held_kwargs, wrapper_of = held
-            with _NO_FUNCTION_MODE():
-                return _placed(func(*held_args, **held_kwargs), wrapper_of)
+    if kind.plain and _plain_arguments((*args, *kwargs.values())):
+        with _NO_FUNCTION_MODE():
+            wrapper_of: dict[int, Elsewhere] = {}
+            return _placed(_on_values(func, args, kwargs, wrapper_of), wrapper_of)
     leaves = _leaves(args, kwargs)
     made_here = any(
         isinstance(v, torch.device) and v.type == SECOND.type for v in leaves
@@ -326,16 +312,19 @@ def _on_held(func, kind: _Kind, args, kwargs, leaves: list, made_here: bool):
             f"devices, {SECOND.type} and {on_cpu[0].device}! ({func})"
         )
     wrapper_of: dict[int, Elsewhere] = {}  # id of held values -> their wrapper
-    out = func(
-        *_held(args, wrapper_of),
-        **{k: _held((v,), wrapper_of)[0] for k, v in kwargs.items()},
-    )
+    out = _on_values(func, args, kwargs, wrapper_of)
     if kind.mutates:
         for wrapper in wrapper_of.values():
             _follow(wrapper)
     if (moves and not to_second and destination) or kind.reads_number:
         return out
     return _placed(out, wrapper_of)
+
+
+def _on_values(func, args, kwargs, wrapper_of: dict):
+    """``func`` called with the held values in place of the second device's tensors."""
+    held = dict(zip(kwargs, _held(kwargs.values(), wrapper_of)))
+    return func(*_held(args, wrapper_of), **held)
 
 
 def _held(values, wrapper_of: dict) -> list:
